@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// IsRetryable reports whether err is transient: the same call may succeed if
+// made again. An error caused by the caller's own context ending is not: the
+// caller gave up, and retrying under the same context cannot succeed. A
+// timeout inside the driver or the network (a read deadline, connect_timeout,
+// statement_timeout) is.
+func (d *Driver) IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return retryableCode(pgErr.Code)
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	switch {
+	case pgconn.SafeToRetry(err), pgconn.Timeout(err):
+		return true
+	case errors.As(err, &connectErr), errors.As(err, &netErr):
+		return true
+	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, sql.ErrConnDone):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	return false
+}
+
+// retryableCode reports whether a server error is about this attempt rather
+// than about the statement: lock and serialization conflicts, the server going
+// away or not yet accepting, a cancelled statement.
+func retryableCode(code string) bool {
+	switch code {
+	case "40001", // serialization_failure
+		"40P01", // deadlock_detected
+		"55P03", // lock_not_available (lock_timeout, NOWAIT)
+		"57014", // query_canceled (statement_timeout, pg_cancel_backend)
+		"57P01", // admin_shutdown
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now
+		"53300": // too_many_connections
+		return true
+	}
+	return strings.HasPrefix(code, "08") // connection_exception
+}
+
+// IsServerError reports whether err is a definite refusal: the server
+// answered the statement with an error (so an autocommit statement did not
+// commit), or pgx knows the statement was never sent. Any other failure of a
+// write, such as a connection lost while waiting for the reply, leaves its
+// outcome unknown. The root package looks for this method to tell the two
+// apart.
+//
+// A FATAL or PANIC error is not definite: the server is ending the session,
+// and it can do so after the commit (a synchronous-replication wait cut short
+// by a shutdown reports "the transaction has already committed locally").
+func (d *Driver) IsServerError(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev == "ERROR"
+	}
+	return pgconn.SafeToRetry(err)
+}

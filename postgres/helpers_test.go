@@ -1,0 +1,164 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence/internal/driver"
+	"github.com/fencekit/fence/internal/testdb"
+)
+
+// openDB opens a pool on the test database, or skips (fails, with
+// FENCE_REQUIRE_DBS=1) when it is unreachable.
+func openDB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := Open(testdb.PostgresDSN())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		testdb.Unreachable(t, "postgres", "FENCE_TEST_POSTGRES", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newDriver returns a migrated driver on fresh tables, dropped at cleanup.
+func newDriver(t testing.TB) *Driver {
+	t.Helper()
+	d := newDriverPrefix(t, testdb.Prefix())
+	if _, err := d.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return d
+}
+
+// newDriverPrefix returns an unmigrated driver; its tables are dropped at
+// cleanup.
+func newDriverPrefix(t testing.TB, prefix string) *Driver {
+	t.Helper()
+	d, err := New(openDB(t), prefix)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := d.DropTables(context.Background()); err != nil {
+			t.Errorf("DropTables: %v", err)
+		}
+	})
+	return d
+}
+
+// soloDriver is a second driver on d's tables over a one-connection pool, and
+// that connection's backend pid, so a test can watch it wait for a lock.
+func soloDriver(t testing.TB, d *Driver) (*Driver, int) {
+	t.Helper()
+	db := openDB(t)
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	var pid int
+	if err := db.QueryRow("SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(db, d.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, pid
+}
+
+// waitLocked waits until backend pid is waiting for a lock.
+func waitLocked(t testing.TB, db *sql.DB, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var waiting bool
+		err := db.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`, pid).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("backend %d never waited for a lock", pid)
+}
+
+// stillRunning fails t if done is closed within d: the operation behind it
+// should be blocked.
+func stillRunning(t testing.TB, done <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-done:
+		t.Fatalf("%s finished, but it should wait for the lock", what)
+	case <-time.After(d):
+	}
+}
+
+func owner(t testing.TB) string {
+	t.Helper()
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func acquire(t testing.TB, d *Driver, name string, ttl time.Duration) driver.TokenParams {
+	t.Helper()
+	o := owner(t)
+	r, err := d.LeaseAcquire(context.Background(), driver.AcquireParams{Name: name, Owner: o, TTLMs: ttl.Milliseconds()})
+	if err != nil {
+		t.Fatalf("acquire %q: %v", name, err)
+	}
+	if !r.Acquired {
+		t.Fatalf("acquire %q: not acquired (holder %+v)", name, r.Holder)
+	}
+	return driver.TokenParams{Name: name, Owner: o, Fence: r.Fence}
+}
+
+func mustGet(t testing.TB, d *Driver, name string) driver.Lease {
+	t.Helper()
+	l, ok, err := d.LeaseGet(context.Background(), name)
+	if err != nil || !ok {
+		t.Fatalf("LeaseGet %q: ok=%v err=%v", name, ok, err)
+	}
+	return l
+}
+
+// exec runs SQL with the prefix substituted, for test fixtures.
+func (d *Driver) execT(t testing.TB, query string, args ...any) sql.Result {
+	t.Helper()
+	q, err := expand(query, d.prefix, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.db.Exec(q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return res
+}
+
+func (d *Driver) queryRowT(t testing.TB, query string, args ...any) *sql.Row {
+	t.Helper()
+	q, err := expand(query, d.prefix, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.db.QueryRow(q, args...)
+}
+
+func tokenParams(name, owner string, fence int64) driver.TokenParams {
+	return driver.TokenParams{Name: name, Owner: owner, Fence: fence}
+}

@@ -1,0 +1,180 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// LeaseAcquire takes the lease if it is absent, released or expired, in one
+// statement (queries/lease_acquire.sql). When it is refused because the
+// statement's snapshot shows a valid holder, Holder is that row; when the
+// snapshot showed the lease free but a concurrent acquisition won the upsert,
+// Holder is nil, because the winner is not visible to this statement.
+func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	var (
+		acquired              bool
+		fence, until          sql.NullInt64
+		now                   int64
+		owner, state          sql.NullString
+		acquiredAt, updatedAt sql.NullInt64
+	)
+	err := d.db.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTLMs).
+		Scan(&acquired, &fence, &until, &now, &owner, &state, &acquiredAt, &updatedAt)
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	if acquired {
+		return driver.AcquireResult{Acquired: true, Fence: fence.Int64, LeasedUntilMs: until.Int64, NowMs: now}, nil
+	}
+	r := driver.AcquireResult{NowMs: now}
+	if fence.Valid && until.Int64 > now {
+		r.Holder = &driver.Lease{
+			Name:          p.Name,
+			Owner:         owner.String,
+			Fence:         fence.Int64,
+			State:         state.String,
+			LeasedUntilMs: until.Int64,
+			AcquiredAtMs:  acquiredAt.Int64,
+			UpdatedAtMs:   updatedAt.Int64,
+			NowMs:         now,
+		}
+	}
+	return r, nil
+}
+
+// LeaseRenew extends a valid lease to ttlMs from the database's now.
+func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
+	var (
+		until sql.NullInt64
+		now   int64
+	)
+	if err := d.db.QueryRowContext(ctx, d.q.renew, t.Name, t.Owner, t.Fence, ttlMs).Scan(&until, &now); err != nil {
+		return driver.RenewResult{}, err
+	}
+	return driver.RenewResult{Renewed: until.Valid, LeasedUntilMs: until.Int64, NowMs: now}, nil
+}
+
+// LeaseRenewBatch renews every token in one statement, passing the tokens as
+// three arrays; the result is in input order.
+func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, ttlMs int64) ([]driver.RenewResult, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(ts))
+	owners := make([]string, len(ts))
+	fences := make([]int64, len(ts))
+	for i, t := range ts {
+		names[i], owners[i], fences[i] = t.Name, t.Owner, t.Fence
+	}
+	rows, err := d.db.QueryContext(ctx, d.q.renewBatch, names, owners, fences, ttlMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]driver.RenewResult, 0, len(ts))
+	for rows.Next() {
+		var (
+			until sql.NullInt64
+			now   int64
+		)
+		if err := rows.Scan(&until, &now); err != nil {
+			return nil, err
+		}
+		out = append(out, driver.RenewResult{Renewed: until.Valid, LeasedUntilMs: until.Int64, NowMs: now})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) != len(ts) {
+		return nil, errors.New("postgres: batch renew returned a different number of rows than tokens")
+	}
+	return out, nil
+}
+
+// LeaseRelease gives a valid lease up; false when the token does not hold it.
+func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
+	res, err := d.db.ExecContext(ctx, d.q.release, t.Name, t.Owner, t.Fence)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// LeaseIsHeld reports whether the token is valid by the database clock.
+func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
+	var ok bool
+	err := d.db.QueryRowContext(ctx, d.q.isHeld, t.Name, t.Owner, t.Fence).Scan(&ok)
+	return ok, err
+}
+
+// LeaseGet returns one lease row; ok is false when there is none.
+func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
+	var l driver.Lease
+	err := d.db.QueryRowContext(ctx, d.q.get, name).
+		Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Lease{}, false, nil
+	}
+	if err != nil {
+		return driver.Lease{}, false, err
+	}
+	return l, true, nil
+}
+
+// LeaseList returns every lease ordered by name (byte-wise), and the instant
+// they were all judged against.
+func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
+	rows, err := d.db.QueryContext(ctx, d.q.list)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var (
+		out []driver.Lease
+		now int64
+	)
+	for rows.Next() {
+		var (
+			name, owner, state                  sql.NullString
+			fence, until, acquiredAt, updatedAt sql.NullInt64
+		)
+		if err := rows.Scan(&now, &name, &owner, &fence, &state, &until, &acquiredAt, &updatedAt); err != nil {
+			return nil, 0, err
+		}
+		if !name.Valid { // the one row of an empty table
+			continue
+		}
+		out = append(out, driver.Lease{
+			Name:          name.String,
+			Owner:         owner.String,
+			Fence:         fence.Int64,
+			State:         state.String,
+			LeasedUntilMs: until.Int64,
+			AcquiredAtMs:  acquiredAt.Int64,
+			UpdatedAtMs:   updatedAt.Int64,
+			NowMs:         now,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	return out, now, nil
+}
+
+// LeaseRevoke bumps the fence and clears the owner; ok is false when there is
+// no such lease.
+func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
+	var fence int64
+	err := d.db.QueryRowContext(ctx, d.q.revoke, name).Scan(&fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return fence, true, nil
+}

@@ -1,0 +1,185 @@
+// Package postgres is fence's PostgreSQL driver: the SQL of fenced leases
+// and the run ledger for PostgreSQL 12 and later, over database/sql with
+// pgx's stdlib driver.
+//
+// Every statement lives in an embedded .sql file next to this package
+// (queries/, fragments/, migrations/); the only text ever substituted into
+// them is the validated table prefix. Validity is always judged by the
+// database clock, read with clock_timestamp(): now() is the start of the
+// transaction and goes stale inside a caller's long transaction.
+//
+// Most callers use the root package (fence.Open or fence.OpenDB with
+// fence.Postgres) rather than this package directly.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+var _ driver.Driver = (*Driver)(nil)
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// Driver runs fence's statements on one PostgreSQL database with one table
+// prefix. It is safe for concurrent use.
+type Driver struct {
+	db     *sql.DB
+	prefix string
+	q      *statements
+}
+
+// New returns a driver over db for the tables named prefix+"leases",
+// prefix+"runs" and prefix+"schema". db should come from Open (or another
+// pgx stdlib handle): the batch renew passes Go slices as PostgreSQL arrays.
+func New(db *sql.DB, prefix string) (*Driver, error) {
+	if db == nil {
+		return nil, errors.New("postgres: nil *sql.DB")
+	}
+	if !prefixRE.MatchString(prefix) {
+		return nil, fmt.Errorf("postgres: table prefix %q must match %s", clip(prefix), prefixRE)
+	}
+	q, err := loadStatements(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{db: db, prefix: prefix, q: q}, nil
+}
+
+// Open opens a PostgreSQL database through pgx's stdlib driver. dsn is a
+// postgres:// or postgresql:// URL in pgx's syntax. It does not connect; the
+// first use (or PingContext) does. Its errors never contain the password.
+func Open(dsn string) (*sql.DB, error) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok || !(strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return nil, fmt.Errorf("postgres: DSN %s: want a postgres:// or postgresql:// URL", redactDSN(dsn))
+	}
+	// pgx recognises the URL form only by a lower-case scheme.
+	dsn = strings.ToLower(scheme) + dsn[len(scheme):]
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// Not wrapped: pgx keeps the original DSN, password included, in
+		// the error chain (ParseConfigError.ConnString).
+		return nil, fmt.Errorf("postgres: invalid DSN %s: %s", redactDSN(dsn), scrubPassword(err.Error(), dsn))
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+// Dialect returns "postgres".
+func (d *Driver) Dialect() string { return "postgres" }
+
+// DB returns the database handle.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+// Placeholder returns "$": PostgreSQL numbers its placeholders.
+func (d *Driver) Placeholder() string { return "$" }
+
+// Now returns the database clock in milliseconds since the Unix epoch.
+func (d *Driver) Now(ctx context.Context) (int64, error) {
+	var ms int64
+	err := d.db.QueryRowContext(ctx, d.q.now).Scan(&ms)
+	return ms, err
+}
+
+// GuardSQL returns the fence predicate for a caller's own statement, with
+// placeholders $first, $first+1, $first+2 bound to args. It reads the lease
+// row FOR SHARE: under READ COMMITTED a plain EXISTS on the lease row fails
+// open when the caller's statement waits for its target row while a takeover
+// commits, and FOR KEY SHARE does not conflict with the takeover's UPDATE.
+func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
+	return d.q.guard(first), []any{t.Name, t.Owner, t.Fence}
+}
+
+// LockTx share-locks the lease row in the caller's transaction q while the
+// token is valid. Under REPEATABLE READ or SERIALIZABLE a takeover committed
+// after the transaction's snapshot surfaces as a serialization failure
+// (retryable) rather than as false.
+func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenParams) (bool, error) {
+	var ok bool
+	err := q.QueryRowContext(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
+	return ok, err
+}
+
+// DropTables drops the three tables, if they exist.
+func (d *Driver) DropTables(ctx context.Context) error {
+	_, err := d.db.ExecContext(ctx, d.q.dropTables)
+	return err
+}
+
+// redactDSN returns dsn with its password replaced, for error messages.
+func redactDSN(dsn string) string {
+	return scrubPassword(dsn, dsn)
+}
+
+// scrubPassword replaces every form of dsn's password found in msg. It does
+// not rely on dsn being a well-formed URL: a DSN that fails to parse is the
+// very case whose error must still be safe to print.
+func scrubPassword(msg, dsn string) string {
+	for _, pw := range passwords(dsn) {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	}
+	return msg
+}
+
+var queryPasswordRE = regexp.MustCompile(`(?i)(?:^|[?&])password=([^&#]*)`)
+
+// passwords returns the password candidates in dsn, longest first (so that
+// a password's escaped form is replaced before a substring of it), in raw,
+// URL-escaped and unescaped forms.
+func passwords(dsn string) []string {
+	var raw []string
+	if _, rest, ok := strings.Cut(dsn, "://"); ok {
+		// The authority ends at the last '@' before the path: an
+		// unescaped '@' or '/' in a password is exactly what breaks parsing.
+		auth := rest
+		if i := strings.IndexAny(auth, "?#"); i >= 0 {
+			auth = auth[:i]
+		}
+		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+			if _, pw, ok := strings.Cut(auth[:at], ":"); ok {
+				raw = append(raw, pw)
+			}
+		}
+		if _, query, ok := strings.Cut(rest, "?"); ok {
+			for _, m := range queryPasswordRE.FindAllStringSubmatch(query, -1) {
+				raw = append(raw, m[1])
+			}
+		}
+	}
+	var out []string
+	for _, pw := range raw {
+		out = append(out, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		for _, unescape := range []func(string) (string, error){url.PathUnescape, url.QueryUnescape} {
+			if u, err := unescape(pw); err == nil {
+				out = append(out, u, url.QueryEscape(u), url.PathEscape(u))
+			}
+		}
+	}
+	out = slices.DeleteFunc(out, func(s string) bool { return s == "" })
+	slices.SortFunc(out, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(out)
+}
+
+func clip(s string) string {
+	const max = 60
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}

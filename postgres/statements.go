@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Migrations holds the schema migrations as migrations/NNNN_name.sql, applied
+// in order by Migrate. Each file contains {{prefix}} where the table prefix
+// goes; RenderMigrations substitutes it for use with another migration tool.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS
+
+// queries/ holds one statement per file; fragments/ holds SQL spliced into
+// them: now_ms.sql, the database clock in milliseconds, and guard.sql, the
+// fence predicate, whose {{name}}, {{owner}} and {{fence}} become numbered
+// placeholders. A query that says {{guard}} binds the token as $1, $2, $3.
+//
+//go:embed queries/*.sql fragments/*.sql
+var sqlFiles embed.FS
+
+// Migration is one schema migration with the prefix substituted.
+type Migration struct {
+	Version int    // from the file name's leading digits
+	Name    string // file name, e.g. "0001_init.sql"
+	SQL     string
+}
+
+// RenderMigrations returns the migrations in version order with prefix
+// substituted, for a caller who applies them with their own tool. Migrate
+// also records each applied version in prefix+"schema"; another tool keeps
+// its own record instead.
+func RenderMigrations(prefix string) ([]Migration, error) {
+	if !prefixRE.MatchString(prefix) {
+		return nil, fmt.Errorf("postgres: table prefix %q must match %s", clip(prefix), prefixRE)
+	}
+	return renderMigrations(prefix)
+}
+
+var migrationName = regexp.MustCompile(`^(\d{4})_[a-z0-9_]+\.sql$`)
+
+func renderMigrations(prefix string) ([]Migration, error) {
+	files, err := fs.Glob(Migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	// fs.Glob returns names sorted, and the four-digit prefix makes that
+	// version order.
+	nowMs, err := fragment("now_ms")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Migration, 0, len(files))
+	for _, f := range files {
+		name := path.Base(f)
+		m := migrationName.FindStringSubmatch(name)
+		if m == nil {
+			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_name.sql", name)
+		}
+		v, _ := strconv.Atoi(m[1])
+		if len(out) > 0 && v <= out[len(out)-1].Version {
+			return nil, fmt.Errorf("postgres: migration %q repeats version %d", name, v)
+		}
+		b, err := Migrations.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		text, err := expand(string(b), prefix, nowMs)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: migration %s: %w", name, err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: text})
+	}
+	return out, nil
+}
+
+// statements is every statement of the driver, rendered for one prefix.
+type statements struct {
+	acquire, renew, renewBatch, release, isHeld, get, list, revoke, now, lockTx string
+
+	runStart, runFinish, runMarkLost, runSweep, runGet, runList string
+
+	schemaLock, schemaCreate, schemaVersion, schemaRecord, dropTables string
+
+	guardTemplate string // guard.sql rendered except for its placeholders
+	migrations    []Migration
+}
+
+func loadStatements(prefix string) (*statements, error) {
+	nowMs, err := fragment("now_ms")
+	if err != nil {
+		return nil, err
+	}
+	guard, err := fragment("guard")
+	if err != nil {
+		return nil, err
+	}
+	guard = strings.NewReplacer("{{now_ms}}", nowMs, "{{prefix}}", prefix).Replace(guard)
+	s := &statements{guardTemplate: guard}
+	for _, f := range []struct {
+		file string
+		dst  *string
+	}{
+		{"lease_acquire", &s.acquire},
+		{"lease_renew", &s.renew},
+		{"lease_renew_batch", &s.renewBatch},
+		{"lease_release", &s.release},
+		{"lease_is_held", &s.isHeld},
+		{"lease_get", &s.get},
+		{"lease_list", &s.list},
+		{"lease_revoke", &s.revoke},
+		{"now", &s.now},
+		{"lock_tx", &s.lockTx},
+		{"run_start", &s.runStart},
+		{"run_finish", &s.runFinish},
+		{"run_mark_lost", &s.runMarkLost},
+		{"run_sweep", &s.runSweep},
+		{"run_get", &s.runGet},
+		{"run_list", &s.runList},
+		{"schema_lock", &s.schemaLock},
+		{"schema_create", &s.schemaCreate},
+		{"schema_version", &s.schemaVersion},
+		{"schema_record", &s.schemaRecord},
+		{"drop_tables", &s.dropTables},
+	} {
+		b, err := sqlFiles.ReadFile("queries/" + f.file + ".sql")
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		text := strings.ReplaceAll(string(b), "{{guard}}", s.guard(1))
+		if *f.dst, err = expand(stripComments(text), prefix, nowMs); err != nil {
+			return nil, fmt.Errorf("postgres: queries/%s.sql: %w", f.file, err)
+		}
+	}
+	if s.migrations, err = renderMigrations(prefix); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// guard returns the fence predicate with its placeholders numbered from
+// first. The casts give the placeholders their types whatever the caller's
+// statement around them.
+func (s *statements) guard(first int) string {
+	ph := func(i int, typ string) string { return "$" + strconv.Itoa(first+i) + "::" + typ }
+	return strings.NewReplacer(
+		"{{name}}", ph(0, "text"),
+		"{{owner}}", ph(1, "text"),
+		"{{fence}}", ph(2, "bigint"),
+	).Replace(s.guardTemplate)
+}
+
+// fragment reads fragments/name.sql as one line.
+func fragment(name string) (string, error) {
+	b, err := sqlFiles.ReadFile("fragments/" + name + ".sql")
+	if err != nil {
+		return "", fmt.Errorf("postgres: %w", err)
+	}
+	return strings.Join(strings.Fields(string(b)), " "), nil
+}
+
+// expand substitutes the prefix and the clock, and refuses any other {{…}}
+// left over, so that a misspelt macro fails New instead of reaching the server.
+func expand(text, prefix, nowMs string) (string, error) {
+	text = strings.NewReplacer("{{prefix}}", prefix, "{{now_ms}}", nowMs).Replace(text)
+	if i := strings.Index(text, "{{"); i >= 0 {
+		end := min(len(text), i+30)
+		return "", fmt.Errorf("unknown macro at %q", text[i:end])
+	}
+	return strings.TrimSpace(text), nil
+}
+
+// stripComments drops whole-line "--" comments: they explain the statement
+// to readers of the file, not to the server.
+func stripComments(text string) string {
+	lines := strings.Split(text, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
+}
