@@ -1,0 +1,122 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+)
+
+// Server error numbers that mean "try again", not "no".
+const (
+	erConCount          = 1040 // too many connections
+	erServerShutdown    = 1053
+	erNetReadError      = 1158
+	erNetReadInterrupt  = 1159
+	erNetErrorOnWrite   = 1160
+	erNetWriteInterrupt = 1161
+	erLockWaitTimeout   = 1205
+	erLockDeadlock      = 1213
+	erConnectionKilled  = 1927 // MariaDB: the connection was killed (e.g. at shutdown)
+	crServerGone        = 2006 // client codes; go-sql-driver reports them as
+	crServerLost        = 2013 // ErrInvalidConn, but a proxy may relay them
+	erClientIdle        = 4031 // MySQL 8.0.24+: disconnected for inactivity
+)
+
+// IsRetryable reports whether err is transient: a lost or refused
+// connection, a network timeout, a deadlock, a lock wait timeout or a server
+// shutting down. Context cancellation is the caller's decision, not a
+// transient failure.
+func (d *Driver) IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erConCount, erServerShutdown, erNetReadError, erNetReadInterrupt, erNetErrorOnWrite,
+			erNetWriteInterrupt, erLockWaitTimeout, erLockDeadlock, erConnectionKilled,
+			crServerGone, crServerLost, erClientIdle:
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, gomysql.ErrInvalidConn) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// IsServerError reports whether err is the server's answer to the statement
+// (an error packet), which means the statement, or the transaction when it
+// was the COMMIT, did not take effect. Anything else (a broken connection, a
+// timeout, a cancelled context) may have struck after the commit.
+func (d *Driver) IsServerError(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me)
+}
+
+func isDeadlock(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == erLockDeadlock
+}
+
+// deadlockRetries bounds retryDeadlock; a deadlock that repeats this often
+// is reported (IsRetryable says it is transient).
+const deadlockRetries = 8
+
+// retryDeadlock runs fn again when InnoDB picked it as a deadlock victim.
+// fn must be one autocommit statement or one whole transaction: a victim's
+// transaction is rolled back entirely (a lock wait timeout, by contrast,
+// rolls back only the statement, so it is not retried here).
+func (d *Driver) retryDeadlock(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if !isDeadlock(err) || attempt == deadlockRetries {
+			return err
+		}
+		// Jitter, so that the same two statements do not meet again.
+		wait := time.Duration(rand.Int64N(int64(attempt)*int64(time.Millisecond)) + 1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// exec runs one autocommit statement, again if it was a deadlock victim.
+func (d *Driver) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := d.retryDeadlock(ctx, func() error {
+		var err error
+		res, err = d.db.ExecContext(ctx, q, args...)
+		return err
+	})
+	return res, err
+}
+
+// execOne runs a statement that changes at most one row and reports whether
+// it did. fence's statements change every row they match, so the count is
+// the same with and without clientFoundRows.
+func (d *Driver) execOne(ctx context.Context, q string, args ...any) (bool, error) {
+	res, err := d.exec(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}

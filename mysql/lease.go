@@ -1,0 +1,219 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// LeaseAcquire takes the lease in one statement (see lease_acquire.sql). When
+// the lease is held it reads the holder in a second statement; the holder may
+// have changed in between, which only makes the answer older, never wrong
+// about this call.
+func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	res, err := d.exec(ctx, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs)
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	fence, err := res.LastInsertId()
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	if fence > 0 {
+		return driver.AcquireResult{Acquired: true, Fence: fence}, nil
+	}
+	l, ok, err := d.LeaseGet(ctx, p.Name)
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	r := driver.AcquireResult{NowMs: l.NowMs}
+	if ok {
+		r.Holder = &l
+	}
+	return r, nil
+}
+
+// LeaseRenew extends a valid lease; the new expiry comes back as the insert
+// id, and the database now is that expiry minus the TTL.
+func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
+	res, err := d.exec(ctx, d.q["lease_renew"], ttlMs, t.Name, t.Owner, t.Fence)
+	if err != nil {
+		return driver.RenewResult{}, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return driver.RenewResult{}, err
+	}
+	until, err := res.LastInsertId()
+	if err != nil {
+		return driver.RenewResult{}, err
+	}
+	return driver.RenewResult{Renewed: true, LeasedUntilMs: until, NowMs: until - ttlMs}, nil
+}
+
+// batchChunk is how many tokens one statement of LeaseRenewBatch carries:
+// three placeholders each, within the 65,535 a prepared statement may have
+// when the handle does not interpolate parameters.
+const batchChunk = 5000
+
+// LeaseRenewBatch renews the tokens chunk by chunk: per chunk one UPDATE ...
+// JOIN over a derived table of the tokens, then one SELECT of the tokens that
+// are valid afterwards, which are the renewed ones (see
+// lease_renew_batch_read.sql). 10,000 tokens take four statements.
+func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, ttlMs int64) ([]driver.RenewResult, error) {
+	out := make([]driver.RenewResult, len(ts))
+	type key struct {
+		name, owner string
+		fence       int64
+	}
+	for start := 0; start < len(ts); start += batchChunk {
+		chunk := ts[start:min(start+batchChunk, len(ts))]
+		table := tokensTable(len(chunk))
+		args := make([]any, 0, 3*len(chunk)+1)
+		for _, t := range chunk {
+			args = append(args, t.Name, t.Owner, t.Fence)
+		}
+		upd := strings.Replace(d.q["lease_renew_batch"], "{{tokens}}", table, 1)
+		if _, err := d.exec(ctx, upd, append(args, ttlMs)...); err != nil {
+			return nil, err
+		}
+		rows, err := d.db.QueryContext(ctx, strings.Replace(d.q["lease_renew_batch_read"], "{{tokens}}", table, 1), args...)
+		if err != nil {
+			return nil, err
+		}
+		got := make(map[key]driver.RenewResult, len(chunk))
+		for rows.Next() {
+			var k key
+			r := driver.RenewResult{Renewed: true}
+			if err := rows.Scan(&k.name, &k.owner, &k.fence, &r.LeasedUntilMs, &r.NowMs); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			got[k] = r
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for i, t := range chunk {
+			out[start+i] = got[key{t.Name, t.Owner, t.Fence}]
+		}
+	}
+	return out, nil
+}
+
+// tokensTable is a derived table of n (name, owner, fence) rows, all
+// placeholders. Every placeholder is cast: a UNION's column type is
+// aggregated over all its rows, and an uncast fence would make the join
+// compare BIGINT with a string as floating point; binary names keep the
+// join on the primary key byte-wise.
+func tokensTable(n int) string {
+	var b strings.Builder
+	b.Grow(n * 70)
+	b.WriteString("SELECT CAST(? AS BINARY) AS n, CAST(? AS BINARY) AS o, CAST(? AS SIGNED) AS f")
+	for range n - 1 {
+		b.WriteString(" UNION ALL SELECT CAST(? AS BINARY), CAST(? AS BINARY), CAST(? AS SIGNED)")
+	}
+	return b.String()
+}
+
+// LeaseRelease releases a valid lease.
+func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
+	return d.execOne(ctx, d.q["lease_release"], t.Name, t.Owner, t.Fence)
+}
+
+// LeaseIsHeld reports whether the token is valid now.
+func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
+	var n int64
+	err := d.db.QueryRowContext(ctx, d.q["lease_is_held"], t.Name, t.Owner, t.Fence).Scan(&n)
+	return n > 0, err
+}
+
+// LeaseGet reads one lease row.
+func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
+	l, err := scanLease(d.db.QueryRowContext(ctx, d.q["lease_get"], name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Lease{}, false, nil
+	}
+	return l, err == nil, err
+}
+
+// LeaseList reads every lease row, ordered by name byte-wise.
+func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
+	rows, err := d.db.QueryContext(ctx, d.q["lease_list"])
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []driver.Lease
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(out) > 0 {
+		return out, out[0].NowMs, nil
+	}
+	n, err := d.Now(ctx)
+	return out, n, err
+}
+
+// LeaseRevoke bumps the fence and clears the owner; the new fence comes back
+// as the insert id.
+func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
+	res, err := d.exec(ctx, d.q["lease_revoke"], name)
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	f, err := res.LastInsertId()
+	return f, err == nil, err
+}
+
+// Now reads the database clock.
+func (d *Driver) Now(ctx context.Context) (int64, error) {
+	var n int64
+	err := d.db.QueryRowContext(ctx, d.q["now"]).Scan(&n)
+	return n, err
+}
+
+// GuardSQL returns the fence predicate with three "?" placeholders (first is
+// for numbered dialects). It is an EXISTS over the lease row read with LOCK
+// IN SHARE MODE, so it works in UPDATE, DELETE and INSERT ... SELECT: the
+// share lock holds off a takeover until the user's transaction ends, and a
+// takeover that committed first is seen, under READ COMMITTED as under
+// REPEATABLE READ. Its clock is the statement start, so every row of a
+// multi-row statement gets the same verdict even if the server evaluates the
+// subquery per row.
+func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
+	return d.q["guard"], []any{t.Name, t.Owner, t.Fence}
+}
+
+// LockTx share-locks the lease row in the caller's transaction and reports
+// whether the token is valid (see lock_tx.sql).
+func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenParams) (bool, error) {
+	var n int64
+	err := q.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	return n > 0, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanLease(s scanner) (driver.Lease, error) {
+	var l driver.Lease
+	err := s.Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	return l, err
+}

@@ -1,0 +1,6 @@
+-- The revoke takes a fence of its own, so every token issued before it is
+-- stale; the new fence comes back as the insert id.
+UPDATE {{prefix}}leases
+SET fence_token = LAST_INSERT_ID(fence_token + 1), owner_token = '', state = 'revoked',
+    leased_until_ms = 0, updated_at_ms = {{exec_now}}
+WHERE lease_name = ?

@@ -1,0 +1,1 @@
+SELECT RELEASE_LOCK(LEFT(CONCAT('fence_migrate:', COALESCE(DATABASE(), ''), ':', ?), 64))

@@ -1,0 +1,114 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// RunStart records a run for a valid token and abandons older running runs
+// of the lease, in one transaction of two statements: the guarded INSERT ...
+// SELECT (its share lock on the lease row holds off a takeover until
+// commit) and the UPDATE of the older runs.
+//
+// Two starts for one lease can deadlock on the runs index under REPEATABLE
+// READ (each one's abandon scan meets the other's new row). InnoDB then rolls
+// the victim's whole transaction back, so it is run again.
+func (d *Driver) RunStart(ctx context.Context, p driver.StartRunParams) (id int64, ok bool, err error) {
+	err = d.retryDeadlock(ctx, func() error {
+		id, ok, err = d.runStart(ctx, p)
+		return err
+	})
+	return id, ok, err
+}
+
+func (d *Driver) runStart(ctx context.Context, p driver.StartRunParams) (int64, bool, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback()
+	t := p.Token
+	res, err := tx.ExecContext(ctx, d.q["run_start"], t.Name, t.Owner, t.Fence, p.Detail, t.Name, t.Owner, t.Fence)
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, false, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	if _, err := tx.ExecContext(ctx, d.q["run_abandon"], t.Fence, t.Name, t.Fence); err != nil {
+		return 0, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, err
+	}
+	return id, true, nil
+}
+
+// RunFinish is the fenced completion (run_finish.sql).
+func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool, error) {
+	t := p.Token
+	return d.execOne(ctx, d.q["run_finish"], t.Name, p.Status, p.Result, p.Error, p.ExitCode, p.ID, t.Fence, t.Owner, t.Fence)
+}
+
+// RunMarkLost marks a still-running run lost.
+func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error) {
+	return d.execOne(ctx, d.q["run_mark_lost"], reason, id, fence)
+}
+
+// RunSweep marks running runs of invalid generations lost.
+func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
+	res, err := d.exec(ctx, d.q["run_sweep"])
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// RunGet reads one run.
+func (d *Driver) RunGet(ctx context.Context, id int64) (driver.Run, bool, error) {
+	r, err := scanRun(d.db.QueryRowContext(ctx, d.q["run_get"], id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Run{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+// RunList lists runs newest first.
+func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run, error) {
+	limit := int64(f.Limit)
+	if limit <= 0 {
+		limit = math.MaxInt64 // MySQL has no "LIMIT ALL"
+	}
+	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Lease, f.Status, f.Status, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []driver.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func scanRun(s scanner) (driver.Run, error) {
+	var r driver.Run
+	var exit sql.NullInt64
+	err := s.Scan(&r.ID, &r.Lease, &r.Owner, &r.Fence, &r.Status, &r.StartedAtMs, &r.FinishedAtMs, &r.Result, &r.Error, &exit)
+	if exit.Valid {
+		r.ExitCode = &exit.Int64
+	}
+	return r, err
+}
