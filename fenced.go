@@ -1,0 +1,201 @@
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Exec runs the caller's UPDATE, DELETE or INSERT … SELECT with the fence
+// predicate put where query says {{fence}}, so the check and the write are
+// one statement and a racing takeover serialises with it:
+//
+//	n, err := store.Exec(ctx, tok,
+//		`UPDATE reports SET body = ? WHERE id = ? AND {{fence}}`, body, id)
+//
+// Use the dialect's own placeholders for the caller's arguments (? for SQLite
+// and MySQL, $1… for PostgreSQL); fence adds its own after them. It returns
+// the rows affected. Zero rows is an error: wrapping ErrLost when the token no
+// longer holds the lease, or ErrNoMatch when it still does and the caller's
+// own condition matched nothing.
+//
+// On MySQL, open the database with clientFoundRows=true (Open does) so that a
+// matched row that already had the new values is not counted as zero.
+func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (int64, error) {
+	if s.dialect == SQLite {
+		// One write transaction: a SQLite autocommit statement that reads and
+		// then writes can fail with SQLITE_BUSY_SNAPSHOT under contention.
+		var n int64
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			n, err = s.ExecIn(ctx, tx, t, query, args...)
+			return err
+		})
+		return n, err
+	}
+	return s.ExecIn(ctx, s.db, t, query, args...)
+}
+
+// ExecIn is Exec on a given handle, for example inside the caller's own
+// transaction.
+func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, args ...any) (int64, error) {
+	q, all, err := s.Fenced(t, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	res, err := e.ExecContext(ctx, q, all...)
+	if err != nil {
+		return 0, s.wrapWrite("fenced write", t.Lease, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, s.wrap("fenced write", t.Lease, err)
+	}
+	if n == 0 {
+		return 0, s.noRows(ctx, t, "write")
+	}
+	return n, nil
+}
+
+// Fenced returns query with {{fence}} replaced by the dialect's fence
+// predicate, and the full argument list, for callers that run the statement
+// themselves (a query builder, QueryContext with RETURNING). The predicate is
+// only true while t holds its lease by the database clock, and reads the lease
+// row under a share lock where the database needs one (PostgreSQL FOR SHARE,
+// MySQL LOCK IN SHARE MODE).
+func (s *Store) Fenced(t Token, query string, args ...any) (string, []any, error) {
+	if err := validateToken(t); err != nil {
+		return "", nil, err
+	}
+	return splice(s.dialect, query, args, FenceMarker, 1, func(first int) (string, []any) {
+		return s.drv.GuardSQL(tp(t), first)
+	})
+}
+
+// noRows explains a fenced statement that changed nothing.
+func (s *Store) noRows(ctx context.Context, t Token, op string) error {
+	ok, err := s.drv.LeaseIsHeld(context.WithoutCancel(ctx), tp(t))
+	if err == nil && ok {
+		return fmt.Errorf("%w (lease %q fence %d)", ErrNoMatch, t.Lease, t.Fence)
+	}
+	return s.lost(ctx, t, op)
+}
+
+// InTx runs fn in a transaction that first locks the lease row in share mode
+// and verifies t by the database clock, so a takeover cannot commit between
+// the check and fn's writes: it waits for this commit, and then this
+// transaction's writes are already in. If t no longer holds the lease, fn is
+// not called and the error wraps ErrLost. fn's error rolls back.
+//
+// Keep fn short: the share lock delays renewals and takeovers of this lease
+// until commit. Under REPEATABLE READ or SERIALIZABLE a racing takeover can
+// surface as a serialization failure, reported as retryable (IsRetryable).
+func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) error {
+	if err := validateToken(t); err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.CheckTx(ctx, tx, t); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// CheckTx locks the lease row in share mode inside the caller's transaction
+// and verifies t by the database clock. Call it before the transaction's
+// writes; they are then fenced until commit. The error wraps ErrLost when t
+// no longer holds the lease.
+func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) error {
+	if err := validateToken(t); err != nil {
+		return err
+	}
+	ok, err := s.drv.LockTx(ctx, tx, tp(t))
+	if err != nil {
+		return s.wrap("fenced transaction", t.Lease, err)
+	}
+	if !ok {
+		return s.lost(ctx, t, "transaction")
+	}
+	return nil
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("begin", "", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrapWrite("commit", "", err)
+	}
+	return nil
+}
+
+// ErrStale is wrapped by ExecResource's error when the protected row already
+// carries a higher fence than the caller's.
+var ErrStale = errors.New("fence: resource already written by a newer fence")
+
+// ExecResource runs a write on a row that keeps its own fence_token column,
+// for a protected row that cannot join the lease table (another database,
+// another service's schema). Each {{fence_token}} in query becomes a bound
+// parameter carrying t's fence, so the statement can both store it and
+// refuse a lower one:
+//
+//	n, err := fence.ExecResource(ctx, db, fence.MySQL, tok,
+//		`UPDATE accounts SET balance = ?, fence_token = {{fence_token}}
+//		 WHERE id = ? AND fence_token <= {{fence_token}}`, balance, id)
+//
+// Zero rows affected gives an error wrapping ErrStale and ErrLost (the row
+// is missing or a newer fence has written it). Equal fences are accepted so a
+// holder can write its row more than once.
+func ExecResource(ctx context.Context, e Execer, d Dialect, t Token, query string, args ...any) (int64, error) {
+	if err := validateToken(t); err != nil {
+		return 0, err
+	}
+	q, all, err := splice(d, query, args, TokenMarker, -1, func(first int) (string, []any) {
+		if d == Postgres {
+			return fmt.Sprintf("$%d::bigint", first), []any{t.Fence}
+		}
+		return "?", []any{t.Fence}
+	})
+	if err != nil {
+		return 0, err
+	}
+	res, err := e.ExecContext(ctx, q, all...)
+	if err != nil {
+		return 0, fmt.Errorf("fence: resource write of lease %q fence %d: %w", t.Lease, t.Fence, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, &StaleError{Lease: t.Lease, Fence: t.Fence}
+	}
+	return n, nil
+}
+
+// StaleError is returned by ExecResource when the row refused the fence.
+type StaleError struct {
+	Lease string
+	Fence int64
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("fence: lease %q fence %d is stale for this resource: it was written by a newer fence, or the row does not exist", e.Lease, e.Fence)
+}
+
+// Is makes errors.Is true for ErrStale and ErrLost.
+func (e *StaleError) Is(target error) bool { return target == ErrStale || target == ErrLost }

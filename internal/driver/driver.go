@@ -1,0 +1,179 @@
+// Package driver is the small interface that each database package (sqlite,
+// postgres, mysql) implements. The root package fence builds its public API,
+// its typed errors and its validation on top of it; a driver only runs SQL and
+// reports what the database said.
+//
+// Every time is integer milliseconds since the Unix epoch read from the
+// database clock (columns *_ms). Drivers never use the Go clock for validity.
+//
+// A lease row is valid ("held") exactly when leased_until_ms > database now.
+// Release and revoke set leased_until_ms to 0, so a backwards step of the
+// database clock can never make a released lease valid again; state is only a
+// label ("held", "released", "revoked") for people and for error messages.
+package driver
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Lease states as stored in the state column.
+const (
+	StateHeld     = "held"
+	StateReleased = "released"
+	StateRevoked  = "revoked"
+)
+
+// Run statuses as stored in the runs table.
+const (
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunLost      = "lost"
+	RunAbandoned = "abandoned"
+)
+
+// Lease is a lease row as the database sees it.
+type Lease struct {
+	Name          string
+	Owner         string // "" after a revoke
+	Fence         int64
+	State         string
+	LeasedUntilMs int64 // 0 after release or revoke
+	AcquiredAtMs  int64
+	UpdatedAtMs   int64
+	NowMs         int64 // database clock when the row was read
+}
+
+// TokenParams identifies one acquisition of a lease.
+type TokenParams struct {
+	Name  string
+	Owner string
+	Fence int64
+}
+
+// AcquireParams asks for a lease for TTLMs milliseconds of database time.
+type AcquireParams struct {
+	Name  string
+	Owner string
+	TTLMs int64
+}
+
+// AcquireResult says whether the lease was taken. When Acquired is false and
+// the driver could read the holder cheaply, Holder is set.
+type AcquireResult struct {
+	Acquired      bool
+	Fence         int64
+	LeasedUntilMs int64 // 0 if the dialect cannot return it in the same round trip
+	NowMs         int64
+	Holder        *Lease
+}
+
+// RenewResult says whether the renewal matched a valid lease.
+type RenewResult struct {
+	Renewed       bool
+	LeasedUntilMs int64
+	NowMs         int64
+}
+
+// Run is a row of the run ledger.
+type Run struct {
+	ID           int64
+	Lease        string
+	Owner        string
+	Fence        int64
+	Status       string
+	StartedAtMs  int64
+	FinishedAtMs int64  // 0 while running
+	Result       string // JSON text or ""
+	Error        string
+	ExitCode     *int64
+}
+
+// StartRunParams records a run for a held token.
+type StartRunParams struct {
+	Token  TokenParams
+	Detail string // optional JSON
+}
+
+// FinishRunParams completes a run with fenced completion.
+type FinishRunParams struct {
+	ID       int64
+	Token    TokenParams
+	Status   string // RunSucceeded or RunFailed
+	Result   string
+	Error    string
+	ExitCode *int64
+}
+
+// RunFilter selects runs for listing, newest first.
+type RunFilter struct {
+	Lease  string
+	Status string
+	Limit  int
+}
+
+// Querier is what a fenced transaction needs from the user's transaction.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Driver is implemented by each database package.
+type Driver interface {
+	// Dialect names the SQL dialect: "sqlite", "postgres" or "mysql".
+	Dialect() string
+	DB() *sql.DB
+
+	// Migrate creates or upgrades the tables and returns the schema version.
+	Migrate(ctx context.Context) (int, error)
+	// SchemaVersion returns the applied version, 0 if none.
+	SchemaVersion(ctx context.Context) (int, error)
+
+	LeaseAcquire(ctx context.Context, p AcquireParams) (AcquireResult, error)
+	LeaseRenew(ctx context.Context, t TokenParams, ttlMs int64) (RenewResult, error)
+	// LeaseRenewBatch renews many tokens in few statements; the result has one
+	// entry per token, in order.
+	LeaseRenewBatch(ctx context.Context, ts []TokenParams, ttlMs int64) ([]RenewResult, error)
+	LeaseRelease(ctx context.Context, t TokenParams) (bool, error)
+	LeaseIsHeld(ctx context.Context, t TokenParams) (bool, error)
+	LeaseGet(ctx context.Context, name string) (Lease, bool, error)
+	// LeaseList returns every lease row ordered by name, and the database now.
+	LeaseList(ctx context.Context) ([]Lease, int64, error)
+	// LeaseRevoke bumps the fence of an existing lease and clears its owner.
+	// ok is false when there is no such lease.
+	LeaseRevoke(ctx context.Context, name string) (newFence int64, ok bool, err error)
+	// Now returns the database clock.
+	Now(ctx context.Context) (int64, error)
+
+	// GuardSQL returns a boolean SQL predicate that is true only while the
+	// token is valid, reading the lease row under a lock that serialises with a
+	// takeover. first is the number of the first placeholder it may use (only
+	// dialects with numbered placeholders care); args are the values for its
+	// placeholders, in order.
+	GuardSQL(t TokenParams, first int) (predicate string, args []any)
+	// LockTx share-locks the lease row inside the caller's transaction and
+	// reports whether the token is valid by the database clock.
+	LockTx(ctx context.Context, q Querier, t TokenParams) (bool, error)
+	// Placeholder reports the dialect's placeholder style: "?" or "$".
+	Placeholder() string
+
+	// RunStart records a running run for a valid token, and marks older
+	// running runs of the same lease with lower fences abandoned, in one
+	// transaction. ok is false when the token is not valid.
+	RunStart(ctx context.Context, p StartRunParams) (id int64, ok bool, err error)
+	// RunFinish is the fenced completion. ok is false when it changed nothing.
+	RunFinish(ctx context.Context, p FinishRunParams) (bool, error)
+	// RunMarkLost marks a still-running run lost.
+	RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error)
+	// RunSweep marks running runs whose lease generation is no longer valid lost.
+	RunSweep(ctx context.Context) (int64, error)
+	RunGet(ctx context.Context, id int64) (Run, bool, error)
+	RunList(ctx context.Context, f RunFilter) ([]Run, error)
+
+	// IsRetryable reports whether err is a transient database error (a lost
+	// connection, a timeout, a serialization failure or deadlock) rather than an
+	// answer. Zero-row results are never errors.
+	IsRetryable(err error) bool
+	// DropTables removes the tables Migrate created (tests, uninstall).
+	DropTables(ctx context.Context) error
+}

@@ -1,0 +1,53 @@
+// Package testdb finds the databases the test suites run against. A suite
+// whose database is unreachable is skipped with a message that says how to
+// point it elsewhere, unless FENCE_REQUIRE_DBS=1, when it fails instead: CI
+// sets that so a missing database can never pass silently.
+package testdb
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+)
+
+// Default DSNs of the local services.
+const (
+	DefaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	DefaultMySQL    = "mysql://root@127.0.0.1:3306/test"
+)
+
+// PostgresDSN returns FENCE_TEST_POSTGRES or the local default.
+func PostgresDSN() string { return env("FENCE_TEST_POSTGRES", DefaultPostgres) }
+
+// MySQLDSN returns FENCE_TEST_MYSQL or the local default.
+func MySQLDSN() string { return env("FENCE_TEST_MYSQL", DefaultMySQL) }
+
+// Required reports whether FENCE_REQUIRE_DBS=1.
+func Required() bool { return os.Getenv("FENCE_REQUIRE_DBS") == "1" }
+
+// Unreachable skips t, or fails it when databases are required.
+func Unreachable(t testing.TB, name, envVar string, err error) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%s suite required (FENCE_REQUIRE_DBS=1) but the database is unreachable: %v", name, err)
+	}
+	t.Skipf("SKIP %s suite: database unreachable (%v); set %s to a reachable DSN, or FENCE_REQUIRE_DBS=1 to fail instead", name, err, envVar)
+}
+
+// Prefix returns a fresh table prefix so parallel tests and packages never
+// share tables.
+func Prefix() string {
+	var b [5]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return "t" + hex.EncodeToString(b[:]) + "_"
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

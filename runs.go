@@ -1,0 +1,222 @@
+package fence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// RunStatus is a run's status in the run ledger.
+type RunStatus string
+
+// Run statuses. A run is "running" until its owner finishes it with fenced
+// completion (succeeded, failed), or it is found stale: "lost" (its own
+// worker or a sweep saw that its lease generation ended) or "abandoned" (a
+// newer owner of the same lease started a run).
+const (
+	RunRunning   RunStatus = driver.RunRunning
+	RunSucceeded RunStatus = driver.RunSucceeded
+	RunFailed    RunStatus = driver.RunFailed
+	RunLost      RunStatus = driver.RunLost
+	RunAbandoned RunStatus = driver.RunAbandoned
+)
+
+// Run is a row of the run ledger.
+type Run struct {
+	ID         int64
+	Lease      string
+	Owner      string
+	Fence      int64
+	Status     RunStatus
+	StartedAt  time.Time // database time
+	FinishedAt time.Time // zero while running
+	Result     json.RawMessage
+	Error      string
+	ExitCode   *int
+}
+
+// Duration is FinishedAt-StartedAt, or 0 while running.
+func (r Run) Duration() time.Duration {
+	if r.FinishedAt.IsZero() {
+		return 0
+	}
+	return r.FinishedAt.Sub(r.StartedAt)
+}
+
+func run(r driver.Run) Run {
+	out := Run{ID: r.ID, Lease: r.Lease, Owner: r.Owner, Fence: r.Fence, Status: RunStatus(r.Status),
+		StartedAt: time.UnixMilli(r.StartedAtMs), Error: r.Error}
+	if r.FinishedAtMs > 0 {
+		out.FinishedAt = time.UnixMilli(r.FinishedAtMs)
+	}
+	if r.Result != "" {
+		out.Result = json.RawMessage(r.Result)
+	}
+	if r.ExitCode != nil {
+		c := int(*r.ExitCode)
+		out.ExitCode = &c
+	}
+	return out
+}
+
+// StartRun records a running run for t, only if t holds its lease (else
+// ErrLost), and marks older running runs of the same lease abandoned. detail,
+// if not nil, is stored as JSON in the run's result until FinishRun replaces it.
+func (s *Store) StartRun(ctx context.Context, t Token, detail any) (int64, error) {
+	if err := validateToken(t); err != nil {
+		return 0, err
+	}
+	js, err := marshalResult(detail)
+	if err != nil {
+		return 0, err
+	}
+	id, ok, err := s.drv.RunStart(ctx, driver.StartRunParams{Token: tp(t), Detail: js})
+	if err != nil {
+		return 0, s.wrapWrite("start run", t.Lease, err)
+	}
+	if !ok {
+		return 0, s.lost(ctx, t, "start run")
+	}
+	return id, nil
+}
+
+// Outcome is how a run ended, for FinishRun.
+type Outcome struct {
+	// Err is the job's error; nil means succeeded.
+	Err error
+	// Result is stored as JSON (json.RawMessage is stored as is).
+	Result any
+	// ExitCode, for runs of external commands.
+	ExitCode *int
+}
+
+// FinishRun is the fenced completion of the article: one statement that
+// marks run id succeeded or failed only if the run carries t's fence and t
+// still holds its lease by the database clock. If not, nothing of the
+// outcome is written, the run is marked lost (it is never left looking
+// successful), and the error wraps ErrLost.
+func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) error {
+	if err := validateToken(t); err != nil {
+		return err
+	}
+	js, err := marshalResult(o.Result)
+	if err != nil {
+		return err
+	}
+	p := driver.FinishRunParams{ID: id, Token: tp(t), Status: driver.RunSucceeded, Result: js}
+	if o.Err != nil {
+		p.Status = driver.RunFailed
+		p.Error = o.Err.Error()
+	}
+	if o.ExitCode != nil {
+		c := int64(*o.ExitCode)
+		p.ExitCode = &c
+	}
+	ok, err := s.drv.RunFinish(ctx, p)
+	if err != nil {
+		return s.wrapWrite("finish run", t.Lease, err)
+	}
+	if ok {
+		return nil
+	}
+	r, found, gerr := s.drv.RunGet(context.WithoutCancel(ctx), id)
+	switch {
+	case gerr != nil:
+	case !found:
+		return fmt.Errorf("%w: run %d", ErrNotFound, id)
+	case r.Fence != t.Fence || r.Lease != t.Lease:
+		return fmt.Errorf("%w: run %d belongs to lease %q fence %d, not %s", ErrInvalid, id, r.Lease, r.Fence, t)
+	case r.Status != driver.RunRunning:
+		le := s.lost(ctx, t, "finish run").(*LostError)
+		return fmt.Errorf("%w (run %d is already %s)", le, id, r.Status)
+	}
+	lerr := s.lost(ctx, t, "finish run")
+	_, _ = s.drv.RunMarkLost(context.WithoutCancel(ctx), id, t.Fence, "completion rejected: "+lerr.Error())
+	return lerr
+}
+
+// MarkRunLost marks a still-running run of fence lost with a reason; a stale
+// worker uses it on its own run. It is not fenced: it can only move a run out
+// of "running", never to success.
+func (s *Store) MarkRunLost(ctx context.Context, id, fence int64, reason string) error {
+	if _, err := s.drv.RunMarkLost(ctx, id, fence, reason); err != nil {
+		return s.wrapWrite("mark run lost", "", err)
+	}
+	return nil
+}
+
+// SweepRuns marks lost every running run whose lease generation is no longer
+// valid (its worker died or was superseded without noticing) and returns how
+// many it marked.
+func (s *Store) SweepRuns(ctx context.Context) (int64, error) {
+	n, err := s.drv.RunSweep(ctx)
+	if err != nil {
+		return 0, s.wrapWrite("sweep runs", "", err)
+	}
+	return n, nil
+}
+
+// GetRun returns one run, or an error wrapping ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
+	r, ok, err := s.drv.RunGet(ctx, id)
+	if err != nil {
+		return Run{}, s.wrap("get run", "", err)
+	}
+	if !ok {
+		return Run{}, fmt.Errorf("%w: run %d", ErrNotFound, id)
+	}
+	return run(r), nil
+}
+
+// RunFilter selects runs; zero fields match everything.
+type RunFilter struct {
+	Lease  string
+	Status RunStatus
+	Limit  int // 0: no limit
+}
+
+// Runs lists runs newest first.
+func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
+	if f.Lease != "" {
+		if err := ValidateName(f.Lease); err != nil {
+			return nil, err
+		}
+	}
+	switch f.Status {
+	case "", RunRunning, RunSucceeded, RunFailed, RunLost, RunAbandoned:
+	default:
+		return nil, fmt.Errorf("%w: run status %q (want running, succeeded, failed, lost or abandoned)", ErrInvalid, clip(string(f.Status)))
+	}
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("%w: negative limit %d", ErrInvalid, f.Limit)
+	}
+	rs, err := s.drv.RunList(ctx, driver.RunFilter{Lease: f.Lease, Status: string(f.Status), Limit: f.Limit})
+	if err != nil {
+		return nil, s.wrap("list runs", "", err)
+	}
+	out := make([]Run, len(rs))
+	for i, r := range rs {
+		out[i] = run(r)
+	}
+	return out, nil
+}
+
+func marshalResult(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case json.RawMessage:
+		if !json.Valid(v) {
+			return "", fmt.Errorf("%w: run result is not valid JSON", ErrInvalid)
+		}
+		return string(v), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: run result: %v", ErrInvalid, err)
+	}
+	return string(b), nil
+}

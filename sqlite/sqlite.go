@@ -1,0 +1,483 @@
+// Package sqlite is fence's driver for SQLite, the embedded default, through
+// the pure-Go modernc.org/sqlite (no cgo). Open configures the connection the
+// way the driver relies on:
+//
+//   - WAL, so readers do not block the writer;
+//   - synchronous=FULL, so a committed fence increment survives power loss
+//     (with NORMAL the last commits can roll back and a fence be handed out
+//     twice);
+//   - _txlock=immediate, so every transaction takes the write lock at BEGIN.
+//     A deferred transaction that reads and then writes can fail with
+//     SQLITE_BUSY_SNAPSHOT under contention; an immediate one waits instead;
+//   - busy_timeout, so writers queue rather than fail.
+//
+// SQLite serialises writers, so the write lock itself is what orders a
+// fenced write against a takeover: no row locks are needed.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fencekit/fence/internal/driver"
+	sqlitelib "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Migrations holds the schema files, for users who run their own migration
+// tool. Replace {{prefix}} with the table prefix (default fence_) and
+// {{now}} is not used in them.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS
+
+//go:embed queries/*.sql
+var queries embed.FS
+
+// now is the database clock in integer milliseconds. SQLite keeps 'now' fixed
+// for the duration of one statement.
+const now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// Open opens a SQLite database file (":memory:" for a private in-memory one)
+// with the settings this driver relies on.
+func Open(file string) (*sql.DB, error) {
+	if file == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	if strings.ContainsAny(file, "?#") {
+		return nil, fmt.Errorf("sqlite: path %q may not contain '?' or '#'", file)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	memory := file == ":memory:"
+	if !memory {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(FULL)")
+	}
+	db, err := sql.Open("sqlite", "file:"+file+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	if memory {
+		// Every connection to :memory: is a different database.
+		db.SetMaxOpenConns(1)
+	}
+	return db, nil
+}
+
+// Driver implements fence's driver interface for SQLite.
+type Driver struct {
+	db     *sql.DB
+	prefix string
+	q      map[string]string
+	guard  string
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns the driver for db with tables named with prefix.
+func New(db *sql.DB, prefix string) (*Driver, error) {
+	if !prefixRE.MatchString(prefix) {
+		return nil, fmt.Errorf("sqlite: table prefix %q must match %s", prefix, prefixRE)
+	}
+	d := &Driver{db: db, prefix: prefix, q: map[string]string{}}
+	err := fs.WalkDir(queries, "queries", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := queries.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		d.q[strings.TrimSuffix(path.Base(p), ".sql")] = d.expand(string(b))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.guard = strings.TrimSpace(d.q["guard"])
+	return d, nil
+}
+
+func (d *Driver) expand(s string) string {
+	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", now).Replace(s)
+}
+
+// Dialect returns "sqlite".
+func (d *Driver) Dialect() string { return "sqlite" }
+
+// DB returns the handle.
+func (d *Driver) DB() *sql.DB { return d.db }
+
+// Placeholder returns "?".
+func (d *Driver) Placeholder() string { return "?" }
+
+// Migrate applies the embedded migrations in one write transaction.
+func (d *Driver) Migrate(ctx context.Context) (int, error) {
+	files, err := fs.Glob(Migrations, "migrations/*.sql")
+	if err != nil {
+		return 0, err
+	}
+	slices.Sort(files)
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, d.q["schema_create"]); err != nil {
+		return 0, err
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, d.q["schema_version"]).Scan(&have); err != nil {
+		return 0, err
+	}
+	v := have
+	for _, f := range files {
+		n, err := strconv.Atoi(strings.SplitN(path.Base(f), "_", 2)[0])
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: migration %s: name must start with a number", f)
+		}
+		if n <= have {
+			continue
+		}
+		b, err := Migrations.ReadFile(f)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, d.expand(string(b))); err != nil {
+			return 0, fmt.Errorf("sqlite: migration %s: %w", f, err)
+		}
+		if _, err := tx.ExecContext(ctx, d.q["schema_insert"], n); err != nil {
+			return 0, err
+		}
+		v = n
+	}
+	return v, tx.Commit()
+}
+
+// SchemaVersion returns the applied version, 0 when fence's tables are absent.
+func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := d.db.QueryRowContext(ctx, d.q["schema_version"]).Scan(&v)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return 0, nil
+	}
+	return v, err
+}
+
+// LeaseAcquire runs the upsert and, when the lease is held, reads the holder
+// in the same write transaction.
+func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	var r driver.AcquireResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs).Scan(&r.Fence, &r.LeasedUntilMs, &r.NowMs)
+		if err == nil {
+			r.Acquired = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		l, err := scanLease(tx.QueryRowContext(ctx, d.q["lease_get"], p.Name))
+		if err != nil {
+			return err
+		}
+		r.Holder = &l
+		return nil
+	})
+	return r, err
+}
+
+// LeaseRenew extends a valid lease.
+func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
+	var r driver.RenewResult
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, d.q["lease_renew"], t.Name, t.Owner, t.Fence, ttlMs).Scan(&r.LeasedUntilMs, &r.NowMs)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		r.Renewed = err == nil
+		return err
+	})
+	return r, err
+}
+
+// LeaseRenewBatch renews every token in one statement.
+func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, ttlMs int64) ([]driver.RenewResult, error) {
+	out := make([]driver.RenewResult, len(ts))
+	if len(ts) == 0 {
+		return out, nil
+	}
+	arr := make([][3]any, len(ts))
+	for i, t := range ts {
+		arr[i] = [3]any{t.Name, t.Owner, t.Fence}
+	}
+	js, err := json.Marshal(arr)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		name  string
+		fence int64
+	}
+	got := map[key]driver.RenewResult{}
+	err = d.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, d.q["lease_renew_batch"], string(js), ttlMs)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k key
+			r := driver.RenewResult{Renewed: true}
+			if err := rows.Scan(&k.name, &k.fence, &r.LeasedUntilMs, &r.NowMs); err != nil {
+				return err
+			}
+			got[k] = r
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range ts {
+		out[i] = got[key{t.Name, t.Fence}]
+	}
+	return out, nil
+}
+
+// LeaseRelease releases a valid lease.
+func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
+	return d.execOne(ctx, d.q["lease_release"], t.Name, t.Owner, t.Fence)
+}
+
+// LeaseIsHeld reports whether the token is valid now.
+func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
+	var ok bool
+	err := d.db.QueryRowContext(ctx, d.q["lease_is_held"], t.Name, t.Owner, t.Fence).Scan(&ok)
+	return ok, err
+}
+
+// LeaseGet reads one lease row.
+func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
+	l, err := scanLease(d.db.QueryRowContext(ctx, d.q["lease_get"], name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Lease{}, false, nil
+	}
+	return l, err == nil, err
+}
+
+// LeaseList reads every lease row.
+func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
+	rows, err := d.db.QueryContext(ctx, d.q["lease_list"])
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []driver.Lease
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	n, err := d.Now(ctx)
+	return out, n, err
+}
+
+// LeaseRevoke bumps the fence and clears the owner.
+func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
+	var f int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, d.q["lease_revoke"], name).Scan(&f)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return f, err == nil, err
+}
+
+// Now reads the database clock.
+func (d *Driver) Now(ctx context.Context) (int64, error) {
+	var n int64
+	err := d.db.QueryRowContext(ctx, d.q["now"]).Scan(&n)
+	return n, err
+}
+
+// GuardSQL returns the fence predicate with three positional placeholders.
+func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
+	return d.guard, []any{t.Name, t.Owner, t.Fence}
+}
+
+// LockTx verifies the token inside the caller's transaction. The transaction
+// must hold the write lock (opened by a handle from Open, which begins
+// IMMEDIATE); the lock is what serialises it with a takeover.
+func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenParams) (bool, error) {
+	var ok bool
+	err := q.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&ok)
+	return ok, err
+}
+
+// RunStart records a run for a valid token and abandons older running runs.
+func (d *Driver) RunStart(ctx context.Context, p driver.StartRunParams) (int64, bool, error) {
+	var id int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, d.q["run_start"], p.Token.Name, p.Token.Owner, p.Token.Fence, p.Detail).Scan(&id)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, d.q["run_abandon"], p.Token.Name, p.Token.Fence)
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
+// RunFinish is the fenced completion.
+func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool, error) {
+	return d.execOne(ctx, d.q["run_finish"], p.ID, p.Token.Name, p.Token.Owner, p.Token.Fence, p.Status, p.Result, p.Error, p.ExitCode)
+}
+
+// RunMarkLost marks a still-running run lost.
+func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error) {
+	return d.execOne(ctx, d.q["run_mark_lost"], id, fence, reason)
+}
+
+// RunSweep marks running runs of invalid generations lost.
+func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
+	var n int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, d.q["run_sweep"])
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// RunGet reads one run.
+func (d *Driver) RunGet(ctx context.Context, id int64) (driver.Run, bool, error) {
+	r, err := scanRun(d.db.QueryRowContext(ctx, d.q["run_get"], id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Run{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+// RunList lists runs newest first.
+func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Status, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []driver.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// IsRetryable reports SQLITE_BUSY and SQLITE_LOCKED (another writer held the
+// lock past busy_timeout) as transient.
+func (d *Driver) IsRetryable(err error) bool {
+	var se *sqlitelib.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return false
+}
+
+// IsServerError reports whether err came from SQLite itself, which means the
+// statement did not commit. SQLite runs in process, so apart from context
+// cancellation there is no in-between where a commit can be lost.
+func (d *Driver) IsServerError(err error) bool {
+	var se *sqlitelib.Error
+	return errors.As(err, &se)
+}
+
+// DropTables drops fence's tables.
+func (d *Driver) DropTables(ctx context.Context) error {
+	_, err := d.db.ExecContext(ctx, d.q["drop"])
+	return err
+}
+
+func (d *Driver) execOne(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n > 0, err
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE through Open's
+// _txlock), so the statement never has to upgrade a read snapshot to a write
+// lock, which is what fails with SQLITE_BUSY_SNAPSHOT under contention.
+func (d *Driver) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanLease(s scanner) (driver.Lease, error) {
+	var l driver.Lease
+	err := s.Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	return l, err
+}
+
+func scanRun(s scanner) (driver.Run, error) {
+	var r driver.Run
+	var exit sql.NullInt64
+	err := s.Scan(&r.ID, &r.Lease, &r.Owner, &r.Fence, &r.Status, &r.StartedAtMs, &r.FinishedAtMs, &r.Result, &r.Error, &exit)
+	if exit.Valid {
+		r.ExitCode = &exit.Int64
+	}
+	return r, err
+}

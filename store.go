@@ -1,0 +1,518 @@
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fencekit/fence/internal/driver"
+	"github.com/fencekit/fence/mysql"
+	"github.com/fencekit/fence/postgres"
+	"github.com/fencekit/fence/sqlite"
+)
+
+// Dialect names a supported database.
+type Dialect string
+
+// Supported dialects. MySQL covers MySQL 8.0 and MariaDB 10.6+.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+	MySQL    Dialect = "mysql"
+)
+
+// Store is a lease store over one database. It is safe for concurrent use.
+type Store struct {
+	drv     driver.Driver
+	db      *sql.DB
+	ownsDB  bool
+	dialect Dialect
+	prefix  string
+	log     *slog.Logger
+	clock   Clock
+	wait    waitConfig
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the table prefix (default "fence_"). It must match
+// ^[A-Za-z_][A-Za-z0-9_]{0,40}$.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithClock replaces the local clock. It is used only for local waiting and
+// giving up early, never to decide whether a lease is valid; tests use it to
+// prove that a skewed application clock changes no outcome.
+func WithClock(c Clock) Option { return func(s *Store) { s.clock = c } }
+
+// WithWaitBackoff sets how AcquireWait polls a held lease: it sleeps until the
+// holder's expiry as the database reported it, but never longer than max, and
+// backs off from min between failed attempts, with jitter (defaults 25ms, 2s).
+func WithWaitBackoff(min, max time.Duration) Option {
+	return func(s *Store) { s.wait = waitConfig{min: min, max: max} }
+}
+
+type waitConfig struct{ min, max time.Duration }
+
+// Open opens a store from a DSN:
+//
+//	sqlite:PATH             (sqlite::memory: for a private in-memory database)
+//	postgres://… or postgresql://…
+//	mysql://user:pass@host:port/db?param=value
+//
+// It pings the database; an unreachable one gives an error wrapping
+// ErrUnavailable. Errors never contain the DSN's password.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	d, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	var db *sql.DB
+	switch d.Dialect {
+	case SQLite:
+		db, err = sqlite.Open(d.Path)
+	case Postgres:
+		db, err = postgres.Open(dsn)
+	case MySQL:
+		db, err = mysql.Open(dsn)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: opening %s: %v", ErrInvalid, d.Redacted, scrub(err, d))
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, d.Redacted, scrub(err, d))
+	}
+	s, err := OpenDB(db, d.Dialect, opts...)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.ownsDB = true
+	return s, nil
+}
+
+// OpenDB returns a store over an existing database handle. The caller keeps
+// ownership of db: Close does not close it. For MySQL the handle should have
+// clientFoundRows=true if you use fenced writes, so that a write that matched
+// a row but changed nothing is not mistaken for a rejection.
+func OpenDB(db *sql.DB, dialect Dialect, opts ...Option) (*Store, error) {
+	s := &Store{
+		db:      db,
+		dialect: dialect,
+		prefix:  DefaultPrefix,
+		log:     slog.New(slog.DiscardHandler),
+		clock:   systemClock{},
+		wait:    waitConfig{min: 25 * time.Millisecond, max: 2 * time.Second},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := ValidatePrefix(s.prefix); err != nil {
+		return nil, err
+	}
+	if s.wait.min <= 0 || s.wait.max < s.wait.min {
+		return nil, fmt.Errorf("%w: wait backoff min %v max %v", ErrInvalid, s.wait.min, s.wait.max)
+	}
+	var err error
+	switch dialect {
+	case SQLite:
+		s.drv, err = sqlite.New(db, s.prefix)
+	case Postgres:
+		s.drv, err = postgres.New(db, s.prefix)
+	case MySQL:
+		s.drv, err = mysql.New(db, s.prefix)
+	default:
+		return nil, fmt.Errorf("%w: unknown dialect %q (want sqlite, postgres or mysql)", ErrInvalid, dialect)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return s, nil
+}
+
+// Dialect returns the store's database dialect.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+// Prefix returns the table prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// DB returns the underlying database handle, for the caller's own fenced writes.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database handle if Open opened it.
+func (s *Store) Close() error {
+	if s.ownsDB {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// Migrate creates or upgrades fence's tables and returns the schema version.
+// It is idempotent and safe to run from several processes at once.
+func (s *Store) Migrate(ctx context.Context) (int, error) {
+	v, err := s.drv.Migrate(ctx)
+	if err != nil {
+		return 0, s.wrap("migrate", "", err)
+	}
+	return v, nil
+}
+
+// SchemaVersion returns the applied schema version (0 before Migrate).
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := s.drv.SchemaVersion(ctx)
+	if err != nil {
+		return 0, s.wrap("schema version", "", err)
+	}
+	return v, nil
+}
+
+// Lease is a successful acquisition.
+type Lease struct {
+	Token Token
+	TTL   time.Duration
+	// ExpiresAt is when the lease lapses by the database clock, or zero where
+	// the dialect does not report it in the same round trip (MySQL).
+	ExpiresAt time.Time
+}
+
+// Acquire takes the lease if it is absent, released or expired by the
+// database clock; every success returns a fence greater than any before it for
+// that name. If another owner holds it, the error wraps ErrHeld (*HeldError).
+func (s *Store) Acquire(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
+	if err := ValidateName(name); err != nil {
+		return Lease{}, err
+	}
+	if err := ValidateTTL(ttl); err != nil {
+		return Lease{}, err
+	}
+	owner, err := newOwner()
+	if err != nil {
+		return Lease{}, err
+	}
+	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, TTLMs: ttlMillis(ttl)})
+	if err != nil {
+		return Lease{}, s.wrapWrite("acquire", name, err)
+	}
+	if !r.Acquired {
+		h := &HeldError{Lease: name}
+		if r.Holder == nil {
+			l, ok, err := s.drv.LeaseGet(ctx, name)
+			if err == nil && ok {
+				r.Holder = &l
+			}
+		}
+		if r.Holder != nil {
+			h.Fence, h.Owner = r.Holder.Fence, r.Holder.Owner
+			h.Remaining = time.Duration(max(r.Holder.LeasedUntilMs-r.Holder.NowMs, 0)) * time.Millisecond
+		}
+		return Lease{}, h
+	}
+	l := Lease{Token: Token{Lease: name, Owner: owner, Fence: r.Fence}, TTL: ttl}
+	if r.LeasedUntilMs > 0 {
+		l.ExpiresAt = time.UnixMilli(r.LeasedUntilMs)
+	}
+	s.log.DebugContext(ctx, "fence: acquired", "lease", name, "fence", r.Fence)
+	return l, nil
+}
+
+// AcquireWait acquires the lease, waiting while another owner holds it: it
+// sleeps until the holder's expiry as the database reported it (capped by the
+// wait backoff, so a release is noticed), with jitter, and retries transient
+// database errors with backoff. It returns when acquired, on an error that is
+// not ErrHeld or transient, or when ctx ends (the error then wraps ctx's
+// error and the last ErrHeld).
+func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
+	backoff := s.wait.min
+	for {
+		l, err := s.Acquire(ctx, name, ttl)
+		if err == nil {
+			return l, nil
+		}
+		var held *HeldError
+		var sleep time.Duration
+		switch {
+		case errors.As(err, &held):
+			sleep = min(max(held.Remaining, s.wait.min), s.wait.max)
+			backoff = s.wait.min
+		case IsRetryable(err):
+			sleep = backoff
+			backoff = min(backoff*2, s.wait.max)
+		default:
+			return Lease{}, err
+		}
+		// Up to +25% jitter so waiters released by one expiry do not stampede.
+		sleep += time.Duration(rand.Int64N(int64(sleep)/4 + 1))
+		if serr := s.clock.Sleep(ctx, sleep); serr != nil {
+			return Lease{}, fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w", name, context.Cause(ctx), err)
+		}
+	}
+}
+
+// Renew extends a held lease to ttl from the database's now. If the token no
+// longer holds the lease the error wraps ErrLost; that is final, never a
+// reason to retry.
+func (s *Store) Renew(ctx context.Context, t Token, ttl time.Duration) (time.Time, error) {
+	if err := validateToken(t); err != nil {
+		return time.Time{}, err
+	}
+	if err := ValidateTTL(ttl); err != nil {
+		return time.Time{}, err
+	}
+	r, err := s.drv.LeaseRenew(ctx, tp(t), ttlMillis(ttl))
+	if err != nil {
+		return time.Time{}, s.wrapWrite("renew", t.Lease, err)
+	}
+	if !r.Renewed {
+		return time.Time{}, s.lost(ctx, t, "renew")
+	}
+	if r.LeasedUntilMs > 0 {
+		return time.UnixMilli(r.LeasedUntilMs), nil
+	}
+	return time.Time{}, nil
+}
+
+// RenewBatch renews many held leases together in a few statements, for a
+// process that holds one lease per tenant or shard. It returns one error per
+// token, in order: nil, or an error wrapping ErrLost for a token that no
+// longer holds its lease (one lost lease does not fail the others). The
+// second result is an error of the whole batch (database unreachable).
+func (s *Store) RenewBatch(ctx context.Context, ts []Token, ttl time.Duration) ([]error, error) {
+	if err := ValidateTTL(ttl); err != nil {
+		return nil, err
+	}
+	ps := make([]driver.TokenParams, len(ts))
+	for i, t := range ts {
+		if err := validateToken(t); err != nil {
+			return nil, fmt.Errorf("token %d: %w", i, err)
+		}
+		ps[i] = tp(t)
+	}
+	out := make([]error, len(ts))
+	if len(ts) == 0 {
+		return out, nil
+	}
+	rs, err := s.drv.LeaseRenewBatch(ctx, ps, ttlMillis(ttl))
+	if err != nil {
+		return nil, s.wrapWrite("renew batch", "", err)
+	}
+	for i, r := range rs {
+		if !r.Renewed {
+			out[i] = s.lost(ctx, ts[i], "renew")
+		}
+	}
+	return out, nil
+}
+
+// Release gives the lease up. The row stays, so the next acquisition
+// continues the fence. Releasing a token that no longer holds the lease never
+// touches a newer holder and returns an error wrapping ErrLost.
+func (s *Store) Release(ctx context.Context, t Token) error {
+	if err := validateToken(t); err != nil {
+		return err
+	}
+	ok, err := s.drv.LeaseRelease(ctx, tp(t))
+	if err != nil {
+		return s.wrapWrite("release", t.Lease, err)
+	}
+	if !ok {
+		return s.lost(ctx, t, "release")
+	}
+	return nil
+}
+
+// IsHeld reports whether t still holds its lease by the database clock. It is
+// for display and early exit only: a check followed by a separate write is a
+// race; make the write itself fenced (Exec, InTx).
+func (s *Store) IsHeld(ctx context.Context, t Token) (bool, error) {
+	if err := validateToken(t); err != nil {
+		return false, err
+	}
+	ok, err := s.drv.LeaseIsHeld(ctx, tp(t))
+	if err != nil {
+		return false, s.wrap("is-held", t.Lease, err)
+	}
+	return ok, nil
+}
+
+// Check returns nil if t holds its lease, else an error wrapping ErrLost that
+// says why. The same caveat as IsHeld applies.
+func (s *Store) Check(ctx context.Context, t Token) error {
+	ok, err := s.IsHeld(ctx, t)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.lost(ctx, t, "check")
+	}
+	return nil
+}
+
+// State is a lease's state as the database sees it.
+type State string
+
+// Lease states.
+const (
+	StateHeld     State = "held"
+	StateExpired  State = "expired"
+	StateReleased State = "released"
+	StateRevoked  State = "revoked"
+)
+
+// LeaseInfo is a lease row as the database sees it.
+type LeaseInfo struct {
+	Name       string
+	State      State
+	Owner      string
+	Fence      int64
+	ExpiresAt  time.Time     // zero when released or revoked
+	AcquiredAt time.Time     // database time of the last acquisition
+	UpdatedAt  time.Time     // database time of the last change
+	DBNow      time.Time     // the database clock when the row was read
+	Remaining  time.Duration // until expiry, by the database clock; 0 unless held
+}
+
+func info(l driver.Lease) LeaseInfo {
+	i := LeaseInfo{
+		Name:       l.Name,
+		Owner:      l.Owner,
+		Fence:      l.Fence,
+		AcquiredAt: time.UnixMilli(l.AcquiredAtMs),
+		UpdatedAt:  time.UnixMilli(l.UpdatedAtMs),
+		DBNow:      time.UnixMilli(l.NowMs),
+	}
+	if l.LeasedUntilMs > 0 {
+		i.ExpiresAt = time.UnixMilli(l.LeasedUntilMs)
+	}
+	switch {
+	case l.LeasedUntilMs > l.NowMs:
+		i.State = StateHeld
+		i.Remaining = time.Duration(l.LeasedUntilMs-l.NowMs) * time.Millisecond
+	case l.State == driver.StateRevoked:
+		i.State = StateRevoked
+	case l.State == driver.StateReleased:
+		i.State = StateReleased
+	default:
+		i.State = StateExpired
+	}
+	return i
+}
+
+// Get returns one lease's state, or an error wrapping ErrNotFound.
+func (s *Store) Get(ctx context.Context, name string) (LeaseInfo, error) {
+	if err := ValidateName(name); err != nil {
+		return LeaseInfo{}, err
+	}
+	l, ok, err := s.drv.LeaseGet(ctx, name)
+	if err != nil {
+		return LeaseInfo{}, s.wrap("get", name, err)
+	}
+	if !ok {
+		return LeaseInfo{}, fmt.Errorf("%w: lease %q", ErrNotFound, name)
+	}
+	return info(l), nil
+}
+
+// List returns every lease, ordered by name.
+func (s *Store) List(ctx context.Context) ([]LeaseInfo, error) {
+	ls, _, err := s.drv.LeaseList(ctx)
+	if err != nil {
+		return nil, s.wrap("list", "", err)
+	}
+	out := make([]LeaseInfo, len(ls))
+	for i, l := range ls {
+		out[i] = info(l)
+	}
+	return out, nil
+}
+
+// Revoke force-releases a lease: it bumps the fence and clears the owner, so
+// the current holder's renewals and fenced writes fail from now on. It returns
+// the new fence. For operators; a holder gives a lease up with Release.
+func (s *Store) Revoke(ctx context.Context, name string) (int64, error) {
+	if err := ValidateName(name); err != nil {
+		return 0, err
+	}
+	f, ok, err := s.drv.LeaseRevoke(ctx, name)
+	if err != nil {
+		return 0, s.wrapWrite("revoke", name, err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: lease %q", ErrNotFound, name)
+	}
+	s.log.InfoContext(ctx, "fence: revoked", "lease", name, "fence", f)
+	return f, nil
+}
+
+// Now returns the database clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	ms, err := s.drv.Now(ctx)
+	if err != nil {
+		return time.Time{}, s.wrap("now", "", err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// lost builds the LostError for a refused token, reading the row to say why.
+// The read is after the refusal, so the reason is the best explanation the
+// database can give now; the refusal itself was decided atomically.
+func (s *Store) lost(ctx context.Context, t Token, op string) error {
+	e := &LostError{Lease: t.Lease, Fence: t.Fence, Reason: LostUnknown, Op: op}
+	l, ok, err := s.drv.LeaseGet(context.WithoutCancel(ctx), t.Lease)
+	switch {
+	case err != nil:
+	case !ok:
+		e.Reason = LostMissing
+	default:
+		e.Current = l.Fence
+		switch {
+		case l.Fence > t.Fence && l.State == driver.StateRevoked:
+			e.Reason = LostRevoked
+		case l.Fence > t.Fence:
+			e.Reason = LostSuperseded
+		case l.Fence == t.Fence && l.Owner == t.Owner && l.State == driver.StateReleased:
+			e.Reason = LostReleased
+		case l.Fence == t.Fence && l.Owner == t.Owner && l.LeasedUntilMs <= l.NowMs:
+			e.Reason = LostExpired
+		}
+	}
+	s.log.WarnContext(ctx, "fence: token refused", "lease", t.Lease, "fence", t.Fence, "current", e.Current, "reason", string(e.Reason), "op", op)
+	return e
+}
+
+// wrap wraps a database error of a read.
+func (s *Store) wrap(op, lease string, err error) error {
+	return &dbError{op: op, lease: lease, err: err, retryable: s.drv.IsRetryable(err)}
+}
+
+// wrapWrite wraps a database error of a write: unless the database itself
+// rejected the statement, the write may have committed before the connection
+// failed, so the outcome is reported as unknown.
+func (s *Store) wrapWrite(op, lease string, err error) error {
+	w := s.wrap(op, lease, err)
+	if s.definite(err) {
+		return w
+	}
+	return &AmbiguousError{Op: op, Lease: lease, Err: w}
+}
+
+// definite reports whether err is an answer from the database that the
+// statement did not commit (a server-side error), rather than a failure
+// somewhere between us and the commit.
+func (s *Store) definite(err error) bool {
+	if d, ok := s.drv.(interface{ IsServerError(error) bool }); ok {
+		return d.IsServerError(err)
+	}
+	return false
+}
+
+func tp(t Token) driver.TokenParams {
+	return driver.TokenParams{Name: t.Lease, Owner: t.Owner, Fence: t.Fence}
+}

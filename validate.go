@@ -1,0 +1,83 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on input, checked before anything reaches the database.
+const (
+	// MaxNameLen is the longest lease name in bytes. 191 keeps a utf8mb4
+	// primary key within InnoDB's index limit.
+	MaxNameLen = 191
+	// MinTTL and MaxTTL bound a lease's time to live. Leases are timed in
+	// whole milliseconds of database time.
+	MinTTL = time.Millisecond
+	MaxTTL = 7 * 24 * time.Hour
+	// DefaultTTL is the TTL the runner and CLI use unless told otherwise.
+	DefaultTTL = 30 * time.Second
+	// DefaultPrefix is the table prefix unless WithPrefix says otherwise.
+	DefaultPrefix = "fence_"
+)
+
+// ErrInvalid is wrapped by every error about bad input: a name, TTL, prefix,
+// token or DSN that fence refused before touching the database.
+var ErrInvalid = errors.New("fence: invalid input")
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// ValidateName reports whether name can be a lease name: 1 to 191 bytes of
+// UTF-8 without NUL or other control characters.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: lease name is empty", ErrInvalid)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: lease name is %d bytes, the limit is %d", ErrInvalid, len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: lease name %q is not valid UTF-8", ErrInvalid, clip(name))
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%w: lease name %q contains a NUL or control character", ErrInvalid, clip(name))
+	}
+	return nil
+}
+
+// ValidateTTL reports whether ttl is within MinTTL..MaxTTL.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("%w: ttl %v is outside %v..%v", ErrInvalid, ttl, MinTTL, MaxTTL)
+	}
+	return nil
+}
+
+// ValidatePrefix reports whether p can prefix fence's table names: a letter
+// or underscore, then up to 40 letters, digits or underscores.
+func ValidatePrefix(p string) error {
+	if !prefixRE.MatchString(p) {
+		return fmt.Errorf("%w: table prefix %q must match %s", ErrInvalid, clip(p), prefixRE)
+	}
+	return nil
+}
+
+func validateToken(t Token) error {
+	if err := ValidateName(t.Lease); err != nil {
+		return err
+	}
+	if err := validateOwner(t.Owner); err != nil {
+		return fmt.Errorf("%w: token for %q: %v", ErrInvalid, t.Lease, err)
+	}
+	if t.Fence <= 0 {
+		return fmt.Errorf("%w: token for %q: fence %d is not positive", ErrInvalid, t.Lease, t.Fence)
+	}
+	return nil
+}
+
+// ttlMillis rounds a TTL up to whole milliseconds so a lease never lives
+// shorter than asked.
+func ttlMillis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
