@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,6 +77,10 @@ func isDeadlock(err error) bool {
 // is reported (IsRetryable says it is transient).
 const deadlockRetries = 8
 
+// deadlocks counts the deadlock victims retryDeadlock ran again (the tests
+// report it).
+var deadlocks atomic.Int64
+
 // retryDeadlock runs fn again when InnoDB picked it as a deadlock victim.
 // fn must be one autocommit statement or one whole transaction: a victim's
 // transaction is rolled back entirely (a lock wait timeout, by contrast,
@@ -86,6 +91,7 @@ func (d *Driver) retryDeadlock(ctx context.Context, fn func() error) error {
 		if !isDeadlock(err) || attempt == deadlockRetries {
 			return err
 		}
+		deadlocks.Add(1)
 		// Jitter, so that the same two statements do not meet again.
 		wait := time.Duration(rand.Int64N(int64(attempt)*int64(time.Millisecond)) + 1)
 		t := time.NewTimer(wait)
