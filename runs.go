@@ -24,8 +24,8 @@ const (
 	RunAbandoned RunStatus = driver.RunAbandoned
 )
 
-// Run is a row of the run ledger.
-type Run struct {
+// RunInfo is a row of the run ledger.
+type RunInfo struct {
 	ID         int64
 	Lease      string
 	Owner      string
@@ -39,15 +39,15 @@ type Run struct {
 }
 
 // Duration is FinishedAt-StartedAt, or 0 while running.
-func (r Run) Duration() time.Duration {
+func (r RunInfo) Duration() time.Duration {
 	if r.FinishedAt.IsZero() {
 		return 0
 	}
 	return r.FinishedAt.Sub(r.StartedAt)
 }
 
-func run(r driver.Run) Run {
-	out := Run{ID: r.ID, Lease: r.Lease, Owner: r.Owner, Fence: r.Fence, Status: RunStatus(r.Status),
+func runInfo(r driver.Run) RunInfo {
+	out := RunInfo{ID: r.ID, Lease: r.Lease, Owner: r.Owner, Fence: r.Fence, Status: RunStatus(r.Status),
 		StartedAt: time.UnixMilli(r.StartedAtMs), Error: r.Error}
 	if r.FinishedAtMs > 0 {
 		out.FinishedAt = time.UnixMilli(r.FinishedAtMs)
@@ -160,15 +160,15 @@ func (s *Store) SweepRuns(ctx context.Context) (int64, error) {
 }
 
 // GetRun returns one run, or an error wrapping ErrNotFound.
-func (s *Store) GetRun(ctx context.Context, id int64) (Run, error) {
+func (s *Store) GetRun(ctx context.Context, id int64) (RunInfo, error) {
 	r, ok, err := s.drv.RunGet(ctx, id)
 	if err != nil {
-		return Run{}, s.wrap("get run", "", err)
+		return RunInfo{}, s.wrap("get run", "", err)
 	}
 	if !ok {
-		return Run{}, fmt.Errorf("%w: run %d", ErrNotFound, id)
+		return RunInfo{}, fmt.Errorf("%w: run %d", ErrNotFound, id)
 	}
-	return run(r), nil
+	return runInfo(r), nil
 }
 
 // RunFilter selects runs; zero fields match everything.
@@ -179,7 +179,7 @@ type RunFilter struct {
 }
 
 // Runs lists runs newest first.
-func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
+func (s *Store) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	if f.Lease != "" {
 		if err := ValidateName(f.Lease); err != nil {
 			return nil, err
@@ -197,9 +197,9 @@ func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
 	if err != nil {
 		return nil, s.wrap("list runs", "", err)
 	}
-	out := make([]Run, len(rs))
+	out := make([]RunInfo, len(rs))
 	for i, r := range rs {
-		out[i] = run(r)
+		out[i] = runInfo(r)
 	}
 	return out, nil
 }

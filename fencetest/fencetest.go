@@ -35,7 +35,10 @@ type suiteCase struct {
 // Run runs every conformance case against b, each on fresh tables and in
 // parallel with the others.
 func Run(t *testing.T, b Backend) {
-	cases := append(append(leaseCases(), writeCases()...), runCases()...)
+	var cases []suiteCase
+	for _, group := range [][]suiteCase{leaseCases(), writeCases(), runCases(), runnerCases()} {
+		cases = append(cases, group...)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,452 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Job is the work Run does while it holds the lease. Its context carries the
+// token (TokenFrom) and is cancelled, with a cause wrapping ErrLost
+// (context.Cause), the moment the runner can no longer prove that the lease
+// is held. Writes that a stale worker must not make should be fenced with
+// the token (Store.Exec, Store.InTx): cancellation is a signal, not a fence.
+type Job func(ctx context.Context) error
+
+// Outcome kinds of a Run.
+type RunOutcome string
+
+const (
+	// Completed: the job returned nil and its completion was accepted.
+	Completed RunOutcome = "completed"
+	// Failed: the job returned an error, recorded with fenced completion.
+	Failed RunOutcome = "failed"
+	// NotAcquired: someone else held the lease (fail-fast mode).
+	NotAcquired RunOutcome = "not-acquired"
+	// Lost: authority was lost (or could not be proven) while the job ran.
+	Lost RunOutcome = "lost"
+	// Rejected: the job finished but its completion was refused as stale.
+	Rejected RunOutcome = "rejected"
+)
+
+// Result says what a Run did.
+type Result struct {
+	Outcome RunOutcome
+	Token   Token
+	RunID   int64
+	// JobErr is the job's own error, if it returned one.
+	JobErr error
+	// Err is why the run did not complete: ErrHeld, a LostError, or a
+	// database error; nil when Outcome is Completed or Failed.
+	Err      error
+	Started  time.Time // local clock
+	Duration time.Duration
+}
+
+type runConfig struct {
+	ttl, renewEvery, deadline, callTimeout, minHold time.Duration
+	wait                                            bool
+	detail                                          any
+	onStarted                                       func(ctx context.Context, t Token)
+	onLost                                          func(t Token, err error)
+	onFinished                                      func(r Result)
+	log                                             *slog.Logger
+}
+
+// RunOption configures Run and Schedule.
+type RunOption func(*runConfig)
+
+// WithTTL sets the lease TTL (default 30s). Renewals happen every TTL/3 and
+// the job is cancelled when none succeeded within 2/3 TTL, unless set
+// otherwise.
+func WithTTL(d time.Duration) RunOption { return func(c *runConfig) { c.ttl = d } }
+
+// WithRenewEvery sets the renewal interval (default TTL/3).
+func WithRenewEvery(d time.Duration) RunOption { return func(c *runConfig) { c.renewEvery = d } }
+
+// WithRenewDeadline sets how long after the start of the last successful
+// renewal (or of the acquisition) the job may go on without another one
+// (default 2/3 TTL). It must be below the TTL: the gap is the margin for a
+// slow database and for the job to notice its cancellation before the lease
+// can lapse and be taken.
+func WithRenewDeadline(d time.Duration) RunOption { return func(c *runConfig) { c.deadline = d } }
+
+// WithCallTimeout bounds each renewal call (default: renew interval, and
+// never past the deadline), so a slow database cannot hold a renewal open
+// until the lease lapses.
+func WithCallTimeout(d time.Duration) RunOption { return func(c *runConfig) { c.callTimeout = d } }
+
+// WithWait makes Run wait for the lease (AcquireWait, bounded by ctx)
+// instead of returning NotAcquired when it is held.
+func WithWait() RunOption { return func(c *runConfig) { c.wait = true } }
+
+// WithDetail stores v (as JSON) on the run when it starts.
+func WithDetail(v any) RunOption { return func(c *runConfig) { c.detail = v } }
+
+// OnStarted is called when the lease is held and the run recorded, before the job.
+func OnStarted(f func(ctx context.Context, t Token)) RunOption {
+	return func(c *runConfig) { c.onStarted = f }
+}
+
+// OnLost is called once if authority is lost while the job runs, with the cause.
+func OnLost(f func(t Token, err error)) RunOption { return func(c *runConfig) { c.onLost = f } }
+
+// OnFinished is called with the result when Run is about to return.
+func OnFinished(f func(r Result)) RunOption { return func(c *runConfig) { c.onFinished = f } }
+
+// WithRunLogger sets the runner's logger (default: the store's).
+func WithRunLogger(l *slog.Logger) RunOption { return func(c *runConfig) { c.log = l } }
+
+// WithMinHold keeps the lease for at least d after a scheduled slot starts,
+// even when the job is done sooner, so replicas whose timers differ slightly
+// cannot run the same slot twice (ShedLock's lockAtLeastFor). Schedule only;
+// default: half the slot period.
+func WithMinHold(d time.Duration) RunOption { return func(c *runConfig) { c.minHold = d } }
+
+func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
+	c := runConfig{ttl: DefaultTTL, log: s.log}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := ValidateTTL(c.ttl); err != nil {
+		return c, err
+	}
+	if c.renewEvery == 0 {
+		c.renewEvery = c.ttl / 3
+	}
+	if c.deadline == 0 {
+		c.deadline = c.ttl * 2 / 3
+	}
+	if c.callTimeout == 0 {
+		c.callTimeout = c.renewEvery
+	}
+	switch {
+	case c.renewEvery <= 0 || c.renewEvery >= c.deadline:
+		return c, fmt.Errorf("%w: renew interval %v must be positive and below the renew deadline %v", ErrInvalid, c.renewEvery, c.deadline)
+	case c.deadline >= c.ttl:
+		return c, fmt.Errorf("%w: renew deadline %v must be below the TTL %v", ErrInvalid, c.deadline, c.ttl)
+	case c.callTimeout <= 0:
+		return c, fmt.Errorf("%w: call timeout %v must be positive", ErrInvalid, c.callTimeout)
+	case c.minHold < 0:
+		return c, fmt.Errorf("%w: min hold %v is negative", ErrInvalid, c.minHold)
+	}
+	return c, nil
+}
+
+type ctxKey int
+
+const (
+	tokenKey ctxKey = iota
+	runIDKey
+	resultKey
+)
+
+// TokenFrom returns the token of the lease a Job runs under.
+func TokenFrom(ctx context.Context) (Token, bool) {
+	t, ok := ctx.Value(tokenKey).(Token)
+	return t, ok
+}
+
+// RunIDFrom returns the run ledger id of the run a Job is part of.
+func RunIDFrom(ctx context.Context) (int64, bool) {
+	id, ok := ctx.Value(runIDKey).(int64)
+	return id, ok
+}
+
+type resultBox struct {
+	mu sync.Mutex
+	v  any
+}
+
+// SetResult records v as the job's result, stored as JSON with its fenced
+// completion. Only inside a Job run by Run or Schedule.
+func SetResult(ctx context.Context, v any) {
+	if b, ok := ctx.Value(resultKey).(*resultBox); ok {
+		b.mu.Lock()
+		b.v = v
+		b.mu.Unlock()
+	}
+}
+
+// ErrUnproven is wrapped (with ErrLost) by the cancellation cause when no
+// renewal succeeded within the renew deadline: the lease may still be held,
+// but the runner can no longer prove it, so the job must stop.
+var ErrUnproven = errors.New("fence: no renewal succeeded within the renew deadline")
+
+// UnprovenError is the cause given to a job cancelled at the renew deadline.
+type UnprovenError struct {
+	Token    Token
+	Deadline time.Duration
+	Last     error // the last renewal error, if any
+}
+
+func (e *UnprovenError) Error() string {
+	msg := fmt.Sprintf("fence: lease %q fence %d: no renewal succeeded within %v; stopping before the lease can lapse", e.Token.Lease, e.Token.Fence, e.Deadline)
+	if e.Last != nil {
+		msg += ": " + e.Last.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is true for ErrUnproven and ErrLost.
+func (e *UnprovenError) Is(target error) bool { return target == ErrUnproven || target == ErrLost }
+func (e *UnprovenError) Unwrap() error        { return e.Last }
+
+// Run acquires the lease name, records a run, and runs job while renewing
+// the lease every TTL/3. It cancels the job's context the moment a renewal is
+// rejected, or when no renewal has succeeded within the renew deadline
+// (measured on the local monotonic clock from the start of the last
+// successful renewal), finishes the run with fenced completion, and releases
+// the lease. The error is non-nil only for bad options or when ctx ended
+// before the lease was acquired; everything else is in the Result.
+func Run(ctx context.Context, s *Store, name string, job Job, opts ...RunOption) (Result, error) {
+	c, err := s.runConfig(opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ValidateName(name); err != nil {
+		return Result{}, err
+	}
+	start := s.clock.Now()
+	var l Lease
+	if c.wait {
+		l, err = s.AcquireWait(ctx, name, c.ttl)
+	} else {
+		l, err = s.Acquire(ctx, name, c.ttl)
+	}
+	if err != nil {
+		r := Result{Outcome: NotAcquired, Err: err, Started: start}
+		if !errors.Is(err, ErrHeld) && ctx.Err() != nil {
+			return r, err
+		}
+		c.finished(r)
+		return r, nil
+	}
+	return s.runHeld(ctx, c, l, start, job, 0), nil
+}
+
+func (c runConfig) finished(r Result) {
+	if c.onFinished != nil {
+		c.onFinished(r)
+	}
+}
+
+// runHeld runs job under an acquired lease. acquiredAt is the local time from
+// before the acquire call, the latest moment the lease can have started.
+// minHoldUntil, when not zero, is kept as the lease's end after the job.
+func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt time.Time, job Job, minHold time.Duration) Result {
+	t := l.Token
+	r := Result{Token: t, Started: acquiredAt}
+	log := c.log.With("lease", t.Lease, "fence", t.Fence)
+	bg := context.WithoutCancel(ctx)
+	defer func() {
+		r.Duration = s.clock.Now().Sub(acquiredAt)
+		c.finished(r)
+	}()
+
+	id, err := s.StartRun(ctx, t, c.detail)
+	if err != nil {
+		r.Outcome, r.Err = Lost, err
+		if !errors.Is(err, ErrLost) {
+			r.Outcome = Failed
+		}
+		s.releaseQuietly(bg, t, log)
+		return r
+	}
+	r.RunID = id
+	box := &resultBox{}
+	jctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jctx = context.WithValue(jctx, tokenKey, t)
+	jctx = context.WithValue(jctx, runIDKey, id)
+	jctx = context.WithValue(jctx, resultKey, box)
+
+	k := &keeper{s: s, c: c, t: t, cancel: cancel, log: log, lastOK: acquiredAt}
+	done := make(chan struct{})
+	kdone := make(chan struct{})
+	go func() { defer close(kdone); k.run(jctx, done) }()
+
+	if c.onStarted != nil {
+		c.onStarted(jctx, t)
+	}
+	log.InfoContext(ctx, "fence: job started", "run", id)
+	jobErr := job(jctx)
+	close(done)
+	<-kdone
+	r.JobErr = jobErr
+
+	if cause := k.lostCause(); cause != nil {
+		r.Outcome, r.Err = Lost, cause
+		_ = s.MarkRunLost(bg, id, t.Fence, cause.Error())
+		log.WarnContext(ctx, "fence: job stopped, lease lost", "run", id, "cause", cause)
+		// Unproven is not refused: the lease may still be ours; give it up
+		// rather than leave it held until its TTL.
+		s.releaseQuietly(bg, t, log)
+		return r
+	}
+	box.mu.Lock()
+	res := box.v
+	box.mu.Unlock()
+	fctx, fcancel := context.WithTimeout(bg, c.callTimeout)
+	err = s.FinishRun(fctx, t, id, Outcome{Err: jobErr, Result: res})
+	fcancel()
+	switch {
+	case errors.Is(err, ErrLost):
+		r.Outcome, r.Err = Rejected, err
+		log.WarnContext(ctx, "fence: completion rejected as stale", "run", id, "err", err)
+		return r
+	case err != nil:
+		r.Outcome, r.Err = Failed, err
+		log.ErrorContext(ctx, "fence: completion failed", "run", id, "err", err)
+	case jobErr != nil:
+		r.Outcome = Failed
+		log.InfoContext(ctx, "fence: job failed", "run", id, "err", jobErr)
+	default:
+		r.Outcome = Completed
+		log.InfoContext(ctx, "fence: job completed", "run", id)
+	}
+	if minHold > 0 {
+		if left := minHold - s.clock.Now().Sub(acquiredAt); left >= MinTTL {
+			// Keep the lease until the end of the minimum hold instead of
+			// releasing it, so no replica can start this slot again.
+			if _, err := s.Renew(bg, t, left); err == nil {
+				return r
+			}
+		}
+	}
+	s.releaseQuietly(bg, t, log)
+	return r
+}
+
+func (s *Store) releaseQuietly(ctx context.Context, t Token, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Release(ctx, t); err != nil && !errors.Is(err, ErrLost) {
+		log.WarnContext(ctx, "fence: release failed; the lease will lapse at its TTL", "err", err)
+	}
+}
+
+// keeper renews the lease while the job runs and cancels the job when
+// authority is lost or can no longer be proven.
+type keeper struct {
+	s      *Store
+	c      runConfig
+	t      Token
+	cancel context.CancelCauseFunc
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	lastOK  time.Time // local start of the last successful renewal (or acquire)
+	lastErr error
+	cause   error
+	timer   *time.Timer
+}
+
+func (k *keeper) lostCause() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cause
+}
+
+// lose cancels the job once, with cause.
+func (k *keeper) lose(cause error) {
+	k.mu.Lock()
+	if k.cause != nil {
+		k.mu.Unlock()
+		return
+	}
+	k.cause = cause
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.mu.Unlock()
+	k.cancel(cause)
+	if k.c.onLost != nil {
+		k.c.onLost(k.t, cause)
+	}
+}
+
+// armDeadline (re)starts the timer that cancels the job at lastOK+deadline.
+// It runs on its own timer, not in the renew loop, so a renewal call that
+// hangs cannot delay the cancellation.
+func (k *keeper) armDeadline() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cause != nil {
+		return
+	}
+	left := k.c.deadline - k.s.clock.Now().Sub(k.lastOK)
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.timer = time.AfterFunc(left, k.checkDeadline)
+}
+
+func (k *keeper) checkDeadline() {
+	k.mu.Lock()
+	late := k.s.clock.Now().Sub(k.lastOK) >= k.c.deadline
+	last := k.lastErr
+	k.mu.Unlock()
+	if late {
+		k.lose(&UnprovenError{Token: k.t, Deadline: k.c.deadline, Last: last})
+		return
+	}
+	k.armDeadline()
+}
+
+func (k *keeper) run(ctx context.Context, done <-chan struct{}) {
+	k.armDeadline()
+	defer func() {
+		k.mu.Lock()
+		if k.timer != nil {
+			k.timer.Stop()
+		}
+		k.mu.Unlock()
+	}()
+	next := k.c.renewEvery
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(next):
+		}
+		if k.lostCause() != nil {
+			return
+		}
+		start := k.s.clock.Now()
+		k.mu.Lock()
+		left := k.c.deadline - start.Sub(k.lastOK)
+		k.mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(k.c.callTimeout, max(left, time.Millisecond)))
+		_, err := k.s.Renew(cctx, k.t, k.c.ttl)
+		cancel()
+		switch {
+		case err == nil:
+			k.mu.Lock()
+			if k.cause == nil {
+				k.lastOK, k.lastErr = start, nil
+			}
+			k.mu.Unlock()
+			k.armDeadline()
+			next = k.c.renewEvery
+		case errors.Is(err, ErrLost):
+			// The database said no: final, never retried.
+			k.lose(err)
+			return
+		default:
+			// Transient (timeout, dropped connection): retry soon, while the
+			// deadline still allows; the deadline timer stops the job if
+			// nothing succeeds in time.
+			k.mu.Lock()
+			k.lastErr = err
+			k.mu.Unlock()
+			k.log.WarnContext(ctx, "fence: renewal failed, retrying", "err", err)
+			next = max(k.c.renewEvery/4, 10*time.Millisecond)
+		}
+	}
+}
