@@ -142,7 +142,22 @@ const (
 	tokenKey ctxKey = iota
 	runIDKey
 	resultKey
+	keeperKey
 )
+
+// LapseTime returns the local time at which the lease a Job runs under could
+// first lapse: the start of the last successful renewal (or of the acquire)
+// plus the TTL, on the local monotonic clock. Work that must not outlive the
+// lease (a child process, an external call) has to be stopped before then.
+func LapseTime(ctx context.Context) (time.Time, bool) {
+	k, ok := ctx.Value(keeperKey).(*keeper)
+	if !ok {
+		return time.Time{}, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lastOK.Add(k.c.ttl), true
+}
 
 // TokenFrom returns the token of the lease a Job runs under.
 func TokenFrom(ctx context.Context) (Token, bool) {
@@ -265,6 +280,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 	jctx = context.WithValue(jctx, resultKey, box)
 
 	k := &keeper{s: s, c: c, t: t, cancel: cancel, log: log, lastOK: acquiredAt}
+	jctx = context.WithValue(jctx, keeperKey, k)
 	done := make(chan struct{})
 	kdone := make(chan struct{})
 	go func() { defer close(kdone); k.run(jctx, done) }()

@@ -136,13 +136,10 @@ func mustGet(t testing.TB, d *Driver, name string) driver.Lease {
 	return l
 }
 
-// exec runs SQL with the prefix substituted, for test fixtures.
+// execT runs SQL with the prefix substituted, for test fixtures.
 func (d *Driver) execT(t testing.TB, query string, args ...any) sql.Result {
 	t.Helper()
-	q, err := expand(query, d.prefix, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := d.render(t, query)
 	res, err := d.db.Exec(q, args...)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -152,11 +149,21 @@ func (d *Driver) execT(t testing.TB, query string, args ...any) sql.Result {
 
 func (d *Driver) queryRowT(t testing.TB, query string, args ...any) *sql.Row {
 	t.Helper()
-	q, err := expand(query, d.prefix, "")
+	return d.db.QueryRow(d.render(t, query), args...)
+}
+
+// render substitutes {{prefix}} and {{now_ms}} in a test's own SQL.
+func (d *Driver) render(t testing.TB, query string) string {
+	t.Helper()
+	nowMs, err := fragment("now_ms")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d.db.QueryRow(q, args...)
+	q, err := expand(query, d.prefix, nowMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 func tokenParams(name, owner string, fence int64) driver.TokenParams {

@@ -1,8 +1,18 @@
 -- Release. $1 name, $2 owner, $3 fence. leased_until 0 (not now) so that a
--- backwards step of the database clock cannot make the lease valid again. The
--- clock is inline so that a release that waited for the row decides validity
--- after the wait (see lease_renew.sql).
-UPDATE {{prefix}}leases
-SET state = 'released', leased_until_ms = 0, updated_at_ms = {{now_ms}}
-WHERE lease_name = $1::text AND owner_token = $2::text AND fence_token = $3::bigint
-  AND leased_until_ms > {{now_ms}}
+-- backwards step of the database clock cannot make the lease valid again.
+-- The row is locked before the clock is read, for the reason given in
+-- lease_renew.sql: a release that waited past the expiry reports false.
+WITH target AS MATERIALIZED (
+    SELECT 1
+    FROM {{prefix}}leases
+    WHERE lease_name = $1::text AND owner_token = $2::text AND fence_token = $3::bigint
+    FOR NO KEY UPDATE
+),
+clock AS MATERIALIZED (
+    SELECT {{now_ms}} AS now_ms FROM (SELECT count(*) FROM target) AS locked
+)
+UPDATE {{prefix}}leases AS l
+SET state = 'released', leased_until_ms = 0, updated_at_ms = clock.now_ms
+FROM clock
+WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
+  AND l.leased_until_ms > clock.now_ms

@@ -1,23 +1,34 @@
 -- Renew. $1 name, $2 owner, $3 fence, $4 ttl ms.
 --
--- The clock is read inline rather than once for the statement: if the UPDATE
--- waits for a row lock (a fenced transaction holding FOR SHARE), PostgreSQL
--- re-evaluates the WHERE and SET on the latest row version after the wait, and
--- an inline clock_timestamp() is read again then. A renew therefore decides
--- validity at the instant it holds the row, and cannot revive a lease that
--- expired while it waited. The reads for leased_until and updated_at may
--- differ by microseconds; updated_at is reported as now.
+-- The database clock is read once, after the row is locked. A renew can wait
+-- for the row (a fenced transaction holds it FOR SHARE). When the holder of
+-- that lock only locked the row, PostgreSQL does not re-check an UPDATE's
+-- WHERE after the wait, so a clock read before the wait would let a renew
+-- revive a lease that expired while it waited. target takes the row lock
+-- first; clock reads the time only after target has produced all its rows
+-- (the count); the UPDATE then judges the latest row version against that
+-- instant (a row changed meanwhile is re-read by the UPDATE itself).
 --
--- The outer SELECT always returns one row, so a refusal still reports the
--- database now in the same round trip.
-WITH renewed AS (
-    UPDATE {{prefix}}leases
-    SET leased_until_ms = {{now_ms}} + $4::bigint,
-        updated_at_ms   = {{now_ms}},
-        renew_count     = renew_count + 1
+-- clock always has one row, so a refusal also reports the database now in
+-- the same round trip.
+WITH target AS MATERIALIZED (
+    SELECT 1
+    FROM {{prefix}}leases
     WHERE lease_name = $1::text AND owner_token = $2::text AND fence_token = $3::bigint
-      AND leased_until_ms > {{now_ms}}
-    RETURNING leased_until_ms, updated_at_ms
+    FOR NO KEY UPDATE
+),
+clock AS MATERIALIZED (
+    SELECT {{now_ms}} AS now_ms FROM (SELECT count(*) FROM target) AS locked
+),
+renewed AS (
+    UPDATE {{prefix}}leases AS l
+    SET leased_until_ms = clock.now_ms + $4::bigint,
+        updated_at_ms   = clock.now_ms,
+        renew_count     = l.renew_count + 1
+    FROM clock
+    WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
+      AND l.leased_until_ms > clock.now_ms
+    RETURNING l.leased_until_ms
 )
-SELECT renewed.leased_until_ms, coalesce(renewed.updated_at_ms, {{now_ms}})
-FROM (VALUES (1)) AS one LEFT JOIN renewed ON true
+SELECT renewed.leased_until_ms, clock.now_ms
+FROM clock LEFT JOIN renewed ON true

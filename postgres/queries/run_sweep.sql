@@ -1,21 +1,25 @@
 -- Mark lost every running run whose lease generation is no longer valid.
 --
--- The lease row of the run's generation is share-locked before its validity
--- is judged (the inner SELECT has no validity condition, the outer one tests
--- it), and the clock is read after the lock. A renew that checked validity
--- just before expiry but commits after this statement's snapshot is waited
--- for and then seen, instead of its run being swept as expired. Rows of other
--- generations do not match the inner SELECT and are not locked.
+-- Lock, then judge: gen share-locks the lease row of each running run's
+-- generation, clock reads the time only after all of them are locked, and only
+-- then is validity tested. A renew in flight is waited for and its result
+-- seen, instead of its run being swept as expired on an older row version.
+-- (The test cannot go inside gen: PostgreSQL would apply it before the lock,
+-- to the row version in the statement's snapshot.)
+WITH gen AS MATERIALIZED (
+    SELECT r.run_id, l.leased_until_ms
+    FROM {{prefix}}runs AS r
+    JOIN {{prefix}}leases AS l
+      ON l.lease_name = r.lease_name AND l.owner_token = r.owner_token AND l.fence_token = r.fence_token
+    WHERE r.status = 'running'
+    FOR SHARE OF l
+),
+clock AS MATERIALIZED (
+    SELECT {{now_ms}} AS now_ms FROM (SELECT count(*) FROM gen) AS locked
+)
 UPDATE {{prefix}}runs AS r
-SET status = 'lost', finished_at_ms = {{now_ms}},
+SET status = 'lost', finished_at_ms = clock.now_ms,
     error_text = 'lease generation no longer valid (swept)'
+FROM clock
 WHERE r.status = 'running'
-  AND NOT EXISTS (
-      SELECT 1
-      FROM (SELECT l.leased_until_ms
-            FROM {{prefix}}leases AS l
-            WHERE l.lease_name = r.lease_name AND l.owner_token = r.owner_token
-              AND l.fence_token = r.fence_token
-            FOR SHARE OF l) AS gen
-      WHERE gen.leased_until_ms > {{now_ms}}
-  )
+  AND NOT EXISTS (SELECT 1 FROM gen WHERE gen.run_id = r.run_id AND gen.leased_until_ms > clock.now_ms)
