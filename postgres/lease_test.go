@@ -1,0 +1,623 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+func TestAcquireLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+
+	// Absent: inserted with fence 1, for exactly the TTL of one instant.
+	a := owner(t)
+	r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: a, TTLMs: 60_000})
+	if err != nil || !r.Acquired || r.Fence != 1 || r.Holder != nil {
+		t.Fatalf("acquire absent = %+v, %v", r, err)
+	}
+	if r.LeasedUntilMs-r.NowMs != 60_000 {
+		t.Errorf("leased_until - now = %d, want the TTL", r.LeasedUntilMs-r.NowMs)
+	}
+	l := mustGet(t, d, "job")
+	if l.Owner != a || l.Fence != 1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
+		l.AcquiredAtMs != r.NowMs || l.UpdatedAtMs != r.NowMs || l.NowMs < r.NowMs {
+		t.Errorf("row after acquire = %+v (result %+v)", l, r)
+	}
+
+	// Held: refused, and the holder comes back in the same round trip. Not
+	// re-entrant: the holder's own owner token is refused too.
+	for _, o := range []string{owner(t), a} {
+		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, TTLMs: 1000})
+		if err != nil || r.Acquired {
+			t.Fatalf("acquire held = %+v, %v", r, err)
+		}
+		h := r.Holder
+		if h == nil || h.Name != "job" || h.Owner != a || h.Fence != 1 || h.State != driver.StateHeld ||
+			h.LeasedUntilMs != l.LeasedUntilMs || h.AcquiredAtMs != l.AcquiredAtMs || h.NowMs != r.NowMs || h.NowMs >= h.LeasedUntilMs {
+			t.Fatalf("holder = %+v", h)
+		}
+	}
+
+	// Released: the row stays and the next acquisition continues the fence.
+	if ok, err := d.LeaseRelease(ctx, tokenParams("job", a, 1)); err != nil || !ok {
+		t.Fatalf("release = %v, %v", ok, err)
+	}
+	t2 := acquire(t, d, "job", time.Minute)
+	if t2.Fence != 2 {
+		t.Fatalf("fence after release = %d, want 2", t2.Fence)
+	}
+
+	// Revoked: revoke bumps the fence, the next acquisition bumps it again.
+	if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != 3 {
+		t.Fatalf("revoke = %d, %v, %v", f, ok, err)
+	}
+	t4 := acquire(t, d, "job", 100*time.Millisecond)
+	if t4.Fence != 4 {
+		t.Fatalf("fence after revoke = %d, want 4", t4.Fence)
+	}
+
+	// Expired by the database clock: taken over by someone else.
+	time.Sleep(150 * time.Millisecond)
+	t5 := acquire(t, d, "job", time.Minute)
+	if t5.Fence != 5 {
+		t.Fatalf("fence after expiry = %d, want 5", t5.Fence)
+	}
+	l = mustGet(t, d, "job")
+	if l.Owner != t5.Owner || l.State != driver.StateHeld {
+		t.Errorf("row after takeover = %+v", l)
+	}
+	var renews int64
+	if err := d.queryRowT(t, `SELECT renew_count FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&renews); err != nil || renews != 0 {
+		t.Errorf("renew_count after acquire = %d, %v", renews, err)
+	}
+}
+
+// A refused acquire of a held lease must not reach the upsert: ON CONFLICT
+// DO UPDATE … WHERE false still locks the row (sets xmax) and writes WAL.
+func TestRefusedAcquireDoesNotLockTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	acquire(t, d, "job", time.Minute)
+	xmax := func() string {
+		var x string
+		if err := d.queryRowT(t, `SELECT xmax::text FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	before := xmax()
+	for range 3 {
+		if r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner(t), TTLMs: 1000}); err != nil || r.Acquired {
+			t.Fatalf("acquire held = %+v, %v", r, err)
+		}
+	}
+	if after := xmax(); after != before {
+		t.Errorf("refused acquire changed xmax %s -> %s: it locked the row", before, after)
+	}
+	// The probe can see a lock: the naive upsert does set xmax.
+	d.execT(t, `INSERT INTO {{prefix}}leases AS l (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms)
+		VALUES ('job', 'x', 1, 'held', 0, 0, 0) ON CONFLICT (lease_name) DO UPDATE SET owner_token = 'x' WHERE false`)
+	if after := xmax(); after == before {
+		t.Errorf("the xmax probe did not see the naive upsert's lock")
+	}
+}
+
+func TestRenewReleaseIsHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	tok := acquire(t, d, "job", time.Minute)
+	acquire(t, d, "other", time.Minute)
+	before := mustGet(t, d, "job")
+
+	wrong := []driver.TokenParams{
+		tokenParams("job", owner(t), tok.Fence),   // wrong owner
+		tokenParams("job", tok.Owner, tok.Fence+1), // wrong fence
+		tokenParams("job", tok.Owner, tok.Fence-1),
+		tokenParams("other", tok.Owner, tok.Fence), // wrong lease
+		tokenParams("absent", tok.Owner, tok.Fence),
+	}
+	for _, w := range wrong {
+		if ok, err := d.LeaseIsHeld(ctx, w); err != nil || ok {
+			t.Errorf("is-held %+v = %v, %v", w, ok, err)
+		}
+		r, err := d.LeaseRenew(ctx, w, 120_000)
+		if err != nil || r.Renewed || r.LeasedUntilMs != 0 || r.NowMs < before.UpdatedAtMs {
+			t.Errorf("renew %+v = %+v, %v", w, r, err)
+		}
+		if ok, err := d.LeaseRelease(ctx, w); err != nil || ok {
+			t.Errorf("release %+v = %v, %v", w, ok, err)
+		}
+	}
+	if after := mustGet(t, d, "job"); after.LeasedUntilMs != before.LeasedUntilMs || after.State != driver.StateHeld {
+		t.Fatalf("wrong tokens changed the row: %+v -> %+v", before, after)
+	}
+
+	if ok, err := d.LeaseIsHeld(ctx, tok); err != nil || !ok {
+		t.Fatalf("is-held = %v, %v", ok, err)
+	}
+	for i := range 2 {
+		r, err := d.LeaseRenew(ctx, tok, 120_000)
+		if err != nil || !r.Renewed {
+			t.Fatalf("renew = %+v, %v", r, err)
+		}
+		if d := r.LeasedUntilMs - r.NowMs; d < 120_000 || d > 120_001 {
+			t.Errorf("renewed to now+%d, want now+120000", d)
+		}
+		l := mustGet(t, d, "job")
+		if l.LeasedUntilMs != r.LeasedUntilMs || l.UpdatedAtMs != r.NowMs || l.AcquiredAtMs != before.AcquiredAtMs || l.Fence != tok.Fence {
+			t.Errorf("row after renew = %+v (result %+v)", l, r)
+		}
+		var n int64
+		if err := d.queryRowT(t, `SELECT renew_count FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&n); err != nil || n != int64(i+1) {
+			t.Errorf("renew_count = %d, %v", n, err)
+		}
+	}
+	// A shorter TTL shortens the lease: renew sets, it does not extend by.
+	r, err := d.LeaseRenew(ctx, tok, 5_000)
+	if err != nil || !r.Renewed || r.LeasedUntilMs-r.NowMs > 5_001 {
+		t.Fatalf("renew shorter = %+v, %v", r, err)
+	}
+
+	if ok, err := d.LeaseRelease(ctx, tok); err != nil || !ok {
+		t.Fatalf("release = %v, %v", ok, err)
+	}
+	l := mustGet(t, d, "job")
+	if l.State != driver.StateReleased || l.LeasedUntilMs != 0 || l.Owner != tok.Owner || l.Fence != tok.Fence {
+		t.Errorf("row after release = %+v", l)
+	}
+	if ok, err := d.LeaseRelease(ctx, tok); err != nil || ok {
+		t.Errorf("second release = %v, %v", ok, err)
+	}
+	if ok, err := d.LeaseIsHeld(ctx, tok); err != nil || ok {
+		t.Errorf("is-held after release = %v, %v", ok, err)
+	}
+	if r, err := d.LeaseRenew(ctx, tok, 1000); err != nil || r.Renewed {
+		t.Errorf("renew after release = %+v, %v", r, err)
+	}
+}
+
+func TestExpiryByDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	tok := acquire(t, d, "job", 150*time.Millisecond)
+	if ok, err := d.LeaseIsHeld(ctx, tok); err != nil || !ok {
+		t.Fatalf("is-held right after acquire = %v, %v", ok, err)
+	}
+	r, err := d.LeaseRenew(ctx, tok, 150)
+	if err != nil || !r.Renewed {
+		t.Fatalf("renew = %+v, %v", r, err)
+	}
+	// Wait until the database clock, not ours, is past the expiry.
+	for {
+		now, err := d.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now >= r.LeasedUntilMs {
+			break
+		}
+		time.Sleep(time.Duration(r.LeasedUntilMs-now+1) * time.Millisecond)
+	}
+	if ok, err := d.LeaseIsHeld(ctx, tok); err != nil || ok {
+		t.Errorf("is-held after expiry = %v, %v", ok, err)
+	}
+	if r, err := d.LeaseRenew(ctx, tok, 60_000); err != nil || r.Renewed {
+		t.Errorf("renew after expiry = %+v, %v", r, err)
+	}
+	if ok, err := d.LeaseRelease(ctx, tok); err != nil || ok {
+		t.Errorf("release after expiry = %v, %v", ok, err)
+	}
+	l := mustGet(t, d, "job")
+	if l.State != driver.StateHeld || l.LeasedUntilMs > l.NowMs || l.LeasedUntilMs != r.LeasedUntilMs {
+		t.Errorf("expired row = %+v", l)
+	}
+	// The expired holder's row is not the holder of a refused acquire.
+	if r := mustAcquire(t, d, "job"); r.Fence != tok.Fence+1 {
+		t.Errorf("takeover fence = %d", r.Fence)
+	}
+}
+
+func mustAcquire(t testing.TB, d *Driver, name string) driver.TokenParams {
+	t.Helper()
+	return acquire(t, d, name, time.Minute)
+}
+
+func TestNowIsTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	a, err := d.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	b, err := d.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b-a < 20 || b-a > 5000 {
+		t.Errorf("Now advanced %d ms over a 20 ms sleep", b-a)
+	}
+	// Same host here, so the clocks agree to well within a minute.
+	if diff := time.Since(time.UnixMilli(b)); diff > time.Minute || diff < -time.Minute {
+		t.Errorf("database clock is %v from ours", diff)
+	}
+}
+
+// Inside a long transaction the guard must use the current time, not the
+// transaction's start (now()), or an expired token would still pass.
+func TestGuardUsesCurrentTimeInsideTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	tok := acquire(t, d, "job", 150*time.Millisecond)
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
+		t.Fatalf("LockTx = %v, %v", ok, err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	var stale bool
+	if err := tx.QueryRow(fmt.Sprintf(`SELECT leased_until_ms > (extract(epoch FROM now()) * 1000)::bigint FROM %sleases`, d.prefix)).Scan(&stale); err != nil {
+		t.Fatal(err)
+	}
+	if !stale {
+		t.Fatal("test premise: now() should still be before the expiry inside the transaction")
+	}
+	if ok, err := d.LockTx(ctx, tx, tok); err != nil || ok {
+		t.Errorf("LockTx after expiry inside the transaction = %v, %v", ok, err)
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	if f, ok, err := d.LeaseRevoke(ctx, "absent"); err != nil || ok || f != 0 {
+		t.Fatalf("revoke absent = %d, %v, %v", f, ok, err)
+	}
+	if _, ok, _ := d.LeaseGet(ctx, "absent"); ok {
+		t.Fatal("revoke created a row")
+	}
+	tok := acquire(t, d, "job", time.Minute)
+	f, ok, err := d.LeaseRevoke(ctx, "job")
+	if err != nil || !ok || f != tok.Fence+1 {
+		t.Fatalf("revoke = %d, %v, %v", f, ok, err)
+	}
+	l := mustGet(t, d, "job")
+	if l.Owner != "" || l.State != driver.StateRevoked || l.LeasedUntilMs != 0 || l.Fence != f {
+		t.Errorf("row after revoke = %+v", l)
+	}
+	if ok, _ := d.LeaseIsHeld(ctx, tok); ok {
+		t.Error("revoked token is held")
+	}
+	if r, _ := d.LeaseRenew(ctx, tok, 1000); r.Renewed {
+		t.Error("revoked token renewed")
+	}
+	// The revoked generation's number is never handed out.
+	if f2, _, _ := d.LeaseRevoke(ctx, "job"); f2 != f+1 {
+		t.Errorf("second revoke = %d", f2)
+	}
+	if t2 := mustAcquire(t, d, "job"); t2.Fence != f+2 {
+		t.Errorf("acquire after revokes = %d, want %d", t2.Fence, f+2)
+	}
+}
+
+func TestGetAndList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	if ls, now, err := d.LeaseList(ctx); err != nil || len(ls) != 0 || now <= 0 {
+		t.Fatalf("empty list = %v, %d, %v", ls, now, err)
+	}
+	if _, ok, err := d.LeaseGet(ctx, "absent"); err != nil || ok {
+		t.Fatalf("get absent = %v, %v", ok, err)
+	}
+	// Byte-wise order: upper case before lower case, 'é' (0xC3…) after 'z'.
+	names := []string{"b", "a", "B", "é", "z", "a:b/c#1@x"}
+	for _, n := range names {
+		acquire(t, d, n, time.Minute)
+	}
+	ls, now, err := d.LeaseList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names) // Go compares strings byte-wise
+	if len(ls) != len(names) {
+		t.Fatalf("list has %d rows", len(ls))
+	}
+	for i, l := range ls {
+		if l.Name != names[i] || l.NowMs != now || l.Fence != 1 || l.LeasedUntilMs <= now {
+			t.Errorf("list[%d] = %+v, want %q at %d", i, l, names[i], now)
+		}
+	}
+}
+
+func TestRenewBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	if rs, err := d.LeaseRenewBatch(ctx, nil, 1000); err != nil || len(rs) != 0 {
+		t.Fatalf("empty batch = %v, %v", rs, err)
+	}
+	a := acquire(t, d, "a", time.Minute)
+	b := acquire(t, d, "b", time.Minute)
+	expired := acquire(t, d, "expired", 50*time.Millisecond)
+	released := acquire(t, d, "released", time.Minute)
+	if ok, _ := d.LeaseRelease(ctx, released); !ok {
+		t.Fatal("release")
+	}
+	time.Sleep(100 * time.Millisecond)
+	batch := []driver.TokenParams{
+		b,
+		tokenParams("a", a.Owner, a.Fence+1), // wrong fence
+		expired,
+		a,
+		released,
+		tokenParams("absent", a.Owner, 1),
+		tokenParams("b", owner(t), b.Fence), // wrong owner
+		a,                                   // duplicate of a valid token
+	}
+	want := []bool{true, false, false, true, false, false, false, true}
+	rs, err := d.LeaseRenewBatch(ctx, batch, 90_000)
+	if err != nil || len(rs) != len(batch) {
+		t.Fatalf("batch = %v, %v", rs, err)
+	}
+	for i, r := range rs {
+		if r.Renewed != want[i] {
+			t.Errorf("batch[%d] %+v renewed = %v, want %v", i, batch[i], r.Renewed, want[i])
+		}
+		if r.Renewed && (r.LeasedUntilMs-r.NowMs < 90_000 || r.LeasedUntilMs-r.NowMs > 90_001) {
+			t.Errorf("batch[%d] renewed to now+%d", i, r.LeasedUntilMs-r.NowMs)
+		}
+		if !r.Renewed && (r.LeasedUntilMs != 0 || r.NowMs <= 0) {
+			t.Errorf("batch[%d] refused = %+v", i, r)
+		}
+	}
+	var n int64
+	if err := d.queryRowT(t, `SELECT renew_count FROM {{prefix}}leases WHERE lease_name = 'a'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("duplicate token renewed the row %d times, %v", n, err)
+	}
+	if l := mustGet(t, d, "expired"); l.LeasedUntilMs > l.NowMs {
+		t.Error("batch revived an expired lease")
+	}
+}
+
+// 10,000 tokens in one statement; every other one stale.
+func TestRenewBatchLarge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	const n = 10_000
+	d.execT(t, `INSERT INTO {{prefix}}leases (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms)
+		SELECT 'lease-' || i, 'owner-' || i, 3, 'held', {{now_ms}} + 60000, 0, 0 FROM generate_series(1, $1::int) AS i`, n)
+	ts := make([]driver.TokenParams, n)
+	for i := range ts {
+		f := int64(3)
+		if i%2 == 1 {
+			f = 2
+		}
+		ts[i] = tokenParams(fmt.Sprintf("lease-%d", n-i), fmt.Sprintf("owner-%d", n-i), f)
+	}
+	start := time.Now()
+	rs, err := d.LeaseRenewBatch(ctx, ts, 120_000)
+	took := time.Since(start)
+	if err != nil || len(rs) != n {
+		t.Fatalf("batch = %d results, %v", len(rs), err)
+	}
+	for i, r := range rs {
+		if r.Renewed != (i%2 == 0) {
+			t.Fatalf("result %d (%+v) renewed = %v", i, ts[i], r.Renewed)
+		}
+	}
+	t.Logf("renewed %d of %d tokens in one statement in %v", n/2, n, took)
+	var renewed int
+	if err := d.queryRowT(t, `SELECT count(*) FROM {{prefix}}leases WHERE renew_count = 1`).Scan(&renewed); err != nil || renewed != n/2 {
+		t.Errorf("%d rows renewed, %v", renewed, err)
+	}
+}
+
+// A renew that waits for the row (a fenced transaction holds it FOR SHARE)
+// past the expiry must judge validity after the wait, not before it.
+func TestRenewAfterLockWaitPastExpiryFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	tok := acquire(t, d, "job", 300*time.Millisecond)
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
+		t.Fatalf("LockTx = %v, %v", ok, err)
+	}
+	solo, pid := soloDriver(t, d)
+	done := make(chan struct{})
+	var r driver.RenewResult
+	var rerr error
+	go func() {
+		defer close(done)
+		r, rerr = solo.LeaseRenew(ctx, tok, 60_000)
+	}()
+	waitLocked(t, d.db, pid)
+	time.Sleep(400 * time.Millisecond) // past the expiry while the renew waits
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if rerr != nil || r.Renewed {
+		t.Errorf("renew that waited past expiry = %+v, %v; want refused", r, rerr)
+	}
+}
+
+// Invariant 3 at the lease: an acquisition of an expired lease waits for a
+// fenced transaction of the old generation that holds the row FOR SHARE.
+func TestTakeoverWaitsForFencedTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	tok := acquire(t, d, "job", 200*time.Millisecond)
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
+		t.Fatalf("LockTx = %v, %v", ok, err)
+	}
+	time.Sleep(250 * time.Millisecond) // expired, but still share-locked
+	solo, pid := soloDriver(t, d)
+	done := make(chan struct{})
+	var r driver.AcquireResult
+	var aerr error
+	go func() {
+		defer close(done)
+		r, aerr = solo.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner(t), TTLMs: 60_000})
+	}()
+	waitLocked(t, d.db, pid)
+	stillRunning(t, done, 200*time.Millisecond, "takeover")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if aerr != nil || !r.Acquired || r.Fence != tok.Fence+1 {
+		t.Errorf("takeover after the fenced transaction = %+v, %v", r, aerr)
+	}
+}
+
+// 20 clients × 50 rounds contend for one name. Each round starts from a
+// different state (absent, released, expired, revoked); exactly one client
+// wins each round, with the next fence, and nobody gets an error.
+func TestAcquireContention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	d.db.SetMaxOpenConns(40)
+	const clients, rounds = 20, 50
+	var fence int64
+	for round := range rounds {
+		start := make(chan struct{})
+		results := make(chan driver.AcquireResult, clients)
+		errs := make(chan error, clients)
+		owners := make([]string, clients)
+		var wg sync.WaitGroup
+		for c := range clients {
+			owners[c] = owner(t)
+			wg.Go(func() {
+				<-start
+				r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "hot", Owner: owners[c], TTLMs: 60_000})
+				if err != nil {
+					errs <- err
+					return
+				}
+				results <- r
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(results)
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: acquire error: %v", round, err)
+		}
+		var winners []driver.AcquireResult
+		for r := range results {
+			if r.Acquired {
+				winners = append(winners, r)
+			} else if r.Holder != nil && r.Holder.Fence != fence+1 {
+				t.Errorf("round %d: holder reported with fence %d, want %d", round, r.Holder.Fence, fence+1)
+			}
+		}
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d winners: %+v", round, len(winners), winners)
+		}
+		fence++
+		if winners[0].Fence != fence {
+			t.Fatalf("round %d: winner fence %d, want %d", round, winners[0].Fence, fence)
+		}
+		l := mustGet(t, d, "hot")
+		if l.Fence != fence {
+			t.Fatalf("round %d: row fence %d", round, l.Fence)
+		}
+		switch round % 3 {
+		case 0:
+			if ok, err := d.LeaseRelease(ctx, tokenParams("hot", l.Owner, l.Fence)); err != nil || !ok {
+				t.Fatalf("release: %v %v", ok, err)
+			}
+		case 1: // expire it by the database clock without waiting a TTL
+			d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = {{now_ms}} - 1 WHERE lease_name = 'hot'`)
+		case 2:
+			if _, _, err := d.LeaseRevoke(ctx, "hot"); err != nil {
+				t.Fatal(err)
+			}
+			fence++
+		}
+	}
+}
+
+// Free-for-all: clients acquire, check, renew and release as fast as they can.
+// Every fence is won by one client only, fences have no gaps, and no call
+// fails.
+func TestAcquireReleaseStorm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDriver(t)
+	d.db.SetMaxOpenConns(40)
+	const clients, attempts = 20, 50
+	var mu sync.Mutex
+	won := map[int64]string{}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range attempts {
+				o := owner(t)
+				r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "storm", Owner: o, TTLMs: 60_000})
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				if !r.Acquired {
+					continue
+				}
+				mu.Lock()
+				if prev, dup := won[r.Fence]; dup {
+					t.Errorf("fence %d won twice (%s, %s)", r.Fence, prev, o)
+				}
+				won[r.Fence] = o
+				mu.Unlock()
+				tok := tokenParams("storm", o, r.Fence)
+				if rr, err := d.LeaseRenew(ctx, tok, 60_000); err != nil || !rr.Renewed {
+					t.Errorf("winner could not renew: %+v %v", rr, err)
+				}
+				if ok, err := d.LeaseRelease(ctx, tok); err != nil || !ok {
+					t.Errorf("winner could not release: %v %v", ok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	l := mustGet(t, d, "storm")
+	if int64(len(won)) != l.Fence {
+		t.Errorf("%d acquisitions but fence is %d", len(won), l.Fence)
+	}
+	for f := int64(1); f <= l.Fence; f++ {
+		if _, ok := won[f]; !ok {
+			t.Errorf("fence %d was never won", f)
+		}
+	}
+	t.Logf("%d acquisitions among %d clients × %d attempts", len(won), clients, attempts)
+}
