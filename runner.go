@@ -172,8 +172,19 @@ func RunIDFrom(ctx context.Context) (int64, bool) {
 }
 
 type resultBox struct {
-	mu sync.Mutex
-	v  any
+	mu   sync.Mutex
+	v    any
+	code *int
+}
+
+// SetExitCode records an exit code with the job's fenced completion (for jobs
+// that run an external command). Only inside a Job run by Run or Schedule.
+func SetExitCode(ctx context.Context, code int) {
+	if b, ok := ctx.Value(resultKey).(*resultBox); ok {
+		b.mu.Lock()
+		b.code = &code
+		b.mu.Unlock()
+	}
 }
 
 // SetResult records v as the job's result, stored as JSON with its fenced
@@ -304,10 +315,10 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		return r
 	}
 	box.mu.Lock()
-	res := box.v
+	res, code := box.v, box.code
 	box.mu.Unlock()
 	fctx, fcancel := context.WithTimeout(bg, c.callTimeout)
-	err = s.FinishRun(fctx, t, id, Outcome{Err: jobErr, Result: res})
+	err = s.FinishRun(fctx, t, id, Outcome{Err: jobErr, Result: res, ExitCode: code})
 	fcancel()
 	switch {
 	case errors.Is(err, ErrLost):

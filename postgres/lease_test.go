@@ -119,7 +119,7 @@ func TestRenewReleaseIsHeld(t *testing.T) {
 	before := mustGet(t, d, "job")
 
 	wrong := []driver.TokenParams{
-		tokenParams("job", owner(t), tok.Fence),   // wrong owner
+		tokenParams("job", owner(t), tok.Fence),    // wrong owner
 		tokenParams("job", tok.Owner, tok.Fence+1), // wrong fence
 		tokenParams("job", tok.Owner, tok.Fence-1),
 		tokenParams("other", tok.Owner, tok.Fence), // wrong lease
