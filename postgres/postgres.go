@@ -63,7 +63,9 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 func Open(dsn string) (*sql.DB, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok || !(strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
-		return nil, fmt.Errorf("postgres: DSN %s: want a postgres:// or postgresql:// URL", redactDSN(dsn))
+		// Not echoed: without a URL's structure there is no telling where
+		// a password would be.
+		return nil, errors.New("postgres: DSN is not a postgres:// or postgresql:// URL")
 	}
 	// pgx recognises the URL form only by a lower-case scheme.
 	dsn = strings.ToLower(scheme) + dsn[len(scheme):]
@@ -71,7 +73,7 @@ func Open(dsn string) (*sql.DB, error) {
 	if err != nil {
 		// Not wrapped: pgx keeps the original DSN, password included, in
 		// the error chain (ParseConfigError.ConnString).
-		return nil, fmt.Errorf("postgres: invalid DSN %s: %s", redactDSN(dsn), scrubPassword(err.Error(), dsn))
+		return nil, fmt.Errorf("postgres: invalid DSN: %s", scrubPassword(err.Error(), dsn))
 	}
 	return stdlib.OpenDB(*cfg), nil
 }
@@ -115,11 +117,6 @@ func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenPar
 func (d *Driver) DropTables(ctx context.Context) error {
 	_, err := d.db.ExecContext(ctx, d.q.dropTables)
 	return err
-}
-
-// redactDSN returns dsn with its password replaced, for error messages.
-func redactDSN(dsn string) string {
-	return scrubPassword(dsn, dsn)
 }
 
 // scrubPassword replaces every form of dsn's password found in msg. It does
