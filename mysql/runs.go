@@ -11,12 +11,13 @@ import (
 
 // RunStart records a run for a valid token and abandons older running runs
 // of the lease, in one transaction of two statements: the guarded INSERT ...
-// SELECT (its share lock on the lease row holds off a takeover until
-// commit) and the UPDATE of the older runs.
+// SELECT, which locks the lease row until commit (holding off a takeover and
+// any other start of the lease, see run_start.sql), and the UPDATE of the
+// older runs.
 //
-// Two starts for one lease can deadlock on the runs index under REPEATABLE
-// READ (each one's abandon scan meets the other's new row). InnoDB then rolls
-// the victim's whole transaction back, so it is run again.
+// Should InnoDB still pick it as a deadlock victim (against a fenced
+// completion that holds a run row and waits for the lease row), the whole
+// transaction was rolled back, so it is run again.
 func (d *Driver) RunStart(ctx context.Context, p driver.StartRunParams) (id int64, ok bool, err error) {
 	err = d.retryDeadlock(ctx, func() error {
 		id, ok, err = d.runStart(ctx, p)

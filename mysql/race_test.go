@@ -1,0 +1,202 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// sessionPool returns a pool of exactly one connection whose session runs at
+// isolation iso, so that autocommit statements and the driver's own
+// statements on it run at that level.
+func sessionPool(t testing.TB, iso string) *sql.DB {
+	t.Helper()
+	db := openDB(t, viaOpen)
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	ctx := ctxT(t)
+	if _, err := db.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL "+iso); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	// MariaDB before 11.1 knows only tx_isolation, MySQL 8 only transaction_isolation.
+	if err := db.QueryRowContext(ctx, "SELECT @@session.tx_isolation").Scan(&got); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT @@session.transaction_isolation").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := map[string]string{"REPEATABLE READ": "REPEATABLE-READ", "READ COMMITTED": "READ-COMMITTED"}[iso]; got != want {
+		t.Fatalf("session isolation %q, want %q", got, want)
+	}
+	return db
+}
+
+// staleWrite is one way for the stale owner A to complete: it runs on the
+// session pool w and returns the number of rows it changed.
+type staleWrite struct {
+	name string
+	// hold makes another transaction hold the row the write needs; release
+	// ends it.
+	hold func(ctx context.Context, tx *sql.Tx, d *Driver, table string, runID int64) error
+	run  func(ctx context.Context, w *Driver, table string, a driver.TokenParams, runID int64) (int64, error)
+	// failsOpen marks the control: a form known to let the stale write land
+	// after the takeover under READ COMMITTED.
+	failsOpen bool
+}
+
+func holdRow1(ctx context.Context, tx *sql.Tx, d *Driver, table string, _ int64) error {
+	_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET note = 'other' WHERE id = 1")
+	return err
+}
+
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func guardedUser(sqlFor func(table, guard string) string, argsFor func(g []any) []any, plain bool) func(ctx context.Context, w *Driver, table string, a driver.TokenParams, _ int64) (int64, error) {
+	return func(ctx context.Context, w *Driver, table string, a driver.TokenParams, _ int64) (int64, error) {
+		g, args := w.GuardSQL(a, 1)
+		if plain {
+			g = plainGuard(w)
+		}
+		return affected(w.db.ExecContext(ctx, sqlFor(table, g), argsFor(args)...))
+	}
+}
+
+var staleWrites = []staleWrite{
+	{name: "guarded-update", hold: holdRow1, run: guardedUser(fencedWrites[0].sql, fencedWrites[0].args, false)},
+	{name: "guarded-delete", hold: holdRow1, run: guardedUser(fencedWrites[1].sql, fencedWrites[1].args, false)},
+	{name: "guarded-insert-select",
+		// An uncommitted insert of the same key makes the guarded insert wait
+		// on the duplicate check.
+		hold: func(ctx context.Context, tx *sql.Tx, d *Driver, table string, _ int64) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (id, v) VALUES (100, 'other')")
+			return err
+		},
+		run: guardedUser(fencedWrites[2].sql, fencedWrites[2].args, false)},
+	{name: "run-finish",
+		hold: func(ctx context.Context, tx *sql.Tx, d *Driver, _ string, runID int64) error {
+			_, err := tx.ExecContext(ctx, "UPDATE "+d.prefix+"runs SET error_text = 'other' WHERE run_id = ?", runID)
+			return err
+		},
+		run: func(ctx context.Context, w *Driver, _ string, a driver.TokenParams, runID int64) (int64, error) {
+			ok, err := w.RunFinish(ctx, driver.FinishRunParams{ID: runID, Token: a, Status: driver.RunSucceeded, Result: `{"by":"stale A"}`})
+			if ok {
+				return 1, err
+			}
+			return 0, err
+		}},
+	{name: "control-plain-exists-update", hold: holdRow1, run: guardedUser(fencedWrites[0].sql, fencedWrites[0].args, true), failsOpen: true},
+}
+
+// The stale owner's fenced write is blocked on its target row while a
+// takeover of the lease commits: it must not land after the takeover. It may
+// land before (the takeover waited for it, while A still held the lease), or
+// change nothing. This is /work/shared/repro/pg-fence-fails-open.sh in
+// MySQL terms, under REPEATABLE READ and READ COMMITTED. The plain EXISTS
+// without LOCK IN SHARE MODE is the control: under READ COMMITTED it reads
+// a snapshot and fails open, which shows the test can see the failure.
+func TestStaleWriteBlockedOnTargetDoesNotLandAfterTakeover(t *testing.T) {
+	for _, iso := range isolations {
+		for _, sw := range staleWrites {
+			t.Run(iso+"/"+sw.name, func(t *testing.T) {
+				t.Parallel()
+				d := newDriver(t, viaOpen)
+				w, err := New(sessionPool(t, iso), d.prefix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := ctxT(t)
+				table := workTable(t, d)
+				a := mustAcquire(t, d, "job", "A", 60_000)
+				runID, ok, err := d.RunStart(ctx, driver.StartRunParams{Token: a})
+				if err != nil || !ok {
+					t.Fatalf("run start: %v %v", ok, err)
+				}
+
+				other, err := d.db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.Rollback()
+				if err := sw.hold(ctx, other, d, table, runID); err != nil {
+					t.Fatal(err)
+				}
+
+				var (
+					mu     sync.Mutex
+					events []string
+				)
+				record := func(e string) {
+					mu.Lock()
+					events = append(events, e)
+					mu.Unlock()
+				}
+				type outcome struct {
+					n   int64
+					err error
+				}
+				staleDone := make(chan outcome, 1)
+				go func() {
+					n, err := sw.run(ctx, w, table, a, runID)
+					record("stale write returned " + strconv.FormatInt(n, 10))
+					staleDone <- outcome{n, err}
+				}()
+				time.Sleep(300 * time.Millisecond)
+				takeoverDone := make(chan error, 1)
+				go func() {
+					err := takeover(ctx, d.db, d, "job", 20)
+					record("takeover committed")
+					takeoverDone <- err
+				}()
+				time.Sleep(300 * time.Millisecond)
+				record("other transaction ends")
+				if sw.name == "guarded-insert-select" {
+					err = other.Rollback()
+				} else {
+					err = other.Commit()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := <-staleDone
+				if err := <-takeoverDone; err != nil {
+					t.Fatalf("takeover: %v", err)
+				}
+				if st.err != nil {
+					t.Fatalf("stale write: %v (events %v)", st.err, events)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				t.Logf("%s %s: %v", iso, sw.name, events)
+				// The takeover touches only the lease row, so if it returned
+				// after the other transaction ended it had waited for the stale
+				// write's share lock, and the write committed first. A takeover
+				// that returned before was not held off: the write must then
+				// have changed nothing. (Both goroutines report after the
+				// server answered, so their own order says nothing.)
+				failedOpen := st.n > 0 && slices.Index(events, "takeover committed") < slices.Index(events, "other transaction ends")
+				switch {
+				case sw.failsOpen && iso == "READ COMMITTED" && d.isMariaDB(t):
+					if !failedOpen {
+						t.Errorf("control: expected the plain EXISTS to fail open under READ COMMITTED on MariaDB, events %v", events)
+					}
+				case sw.failsOpen:
+				case failedOpen:
+					t.Errorf("FAILS OPEN: the stale write landed after the takeover committed (events %v)", events)
+				}
+			})
+		}
+	}
+}
