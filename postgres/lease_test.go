@@ -621,3 +621,81 @@ func TestAcquireReleaseStorm(t *testing.T) {
 	}
 	t.Logf("%d acquisitions among %d clients × %d attempts", len(won), clients, attempts)
 }
+
+// The acquire statement's snapshot can be older than the row its upsert
+// meets. An acquirer whose snapshot shows the lease absent or expired, racing
+// an acquisition that is in flight, waits for it; then ON CONFLICT judges the
+// latest row: refused (no error, holder unknown) if the other one committed,
+// taken if it rolled back.
+func TestAcquireRaceJudgesLatestRow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		prepare   func(t *testing.T, d *Driver)
+		commit    bool
+		wantFence int64
+	}{
+		{"absent/committed", func(*testing.T, *Driver) {}, true, 0},
+		{"absent/rolled back", func(*testing.T, *Driver) {}, false, 1},
+		{"expired/committed", expireAfterAcquire, true, 0},
+		{"expired/rolled back", expireAfterAcquire, false, 2},
+		{"released/committed", releaseAfterAcquire, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			d := newDriver(t)
+			tc.prepare(t, d)
+			tx, err := d.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			var acquired bool
+			if err := tx.QueryRowContext(ctx, d.q.acquire, "job", owner(t), int64(60_000)).
+				Scan(&acquired, new(any), new(any), new(any), new(any), new(any), new(any), new(any)); err != nil || !acquired {
+				t.Fatalf("acquire in transaction = %v, %v", acquired, err)
+			}
+			solo, pid := soloDriver(t, d)
+			done := make(chan struct{})
+			var r driver.AcquireResult
+			var aerr error
+			go func() {
+				defer close(done)
+				r, aerr = solo.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner(t), TTLMs: 60_000})
+			}()
+			waitLocked(t, d.db, pid)
+			if tc.commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if aerr != nil {
+				t.Fatalf("racing acquire: %v", aerr)
+			}
+			if tc.wantFence == 0 {
+				if r.Acquired || r.Holder != nil {
+					t.Errorf("racing acquire = %+v (holder %+v); want refused, holder unknown", r, r.Holder)
+				}
+			} else if !r.Acquired || r.Fence != tc.wantFence {
+				t.Errorf("racing acquire = %+v; want fence %d", r, tc.wantFence)
+			}
+		})
+	}
+}
+
+func expireAfterAcquire(t *testing.T, d *Driver) {
+	acquire(t, d, "job", time.Minute)
+	d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = {{now_ms}} - 1`)
+}
+
+func releaseAfterAcquire(t *testing.T, d *Driver) {
+	tok := acquire(t, d, "job", time.Minute)
+	if ok, err := d.LeaseRelease(context.Background(), tok); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+}

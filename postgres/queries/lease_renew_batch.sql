@@ -4,7 +4,8 @@
 --
 -- As in lease_renew.sql, the rows are locked first and the clock is read once
 -- after all of them are locked, so that no renew judges validity by a time
--- from before a lock wait.
+-- from before a lock wait. Rows are locked in name order, as the sweep locks
+-- them, so two batches or a batch and a sweep cannot deadlock on each other.
 --
 -- The result joins back on the token rather than on the position: when a
 -- token appears twice, UPDATE … FROM updates the row once and returns it
@@ -19,6 +20,7 @@ target AS MATERIALIZED (
     FROM {{prefix}}leases AS l
     JOIN req ON l.lease_name = req.lease_name AND l.owner_token = req.owner_token
             AND l.fence_token = req.fence_token
+    ORDER BY l.lease_name
     FOR NO KEY UPDATE OF l
 ),
 clock AS MATERIALIZED (

@@ -5,13 +5,15 @@
 -- then is validity tested. A renew in flight is waited for and its result
 -- seen, instead of its run being swept as expired on an older row version.
 -- (The test cannot go inside gen: PostgreSQL would apply it before the lock,
--- to the row version in the statement's snapshot.)
+-- to the row version in the statement's snapshot.) Rows are locked in name
+-- order, as the batch renew locks them, so the two cannot deadlock.
 WITH gen AS MATERIALIZED (
     SELECT r.run_id, l.leased_until_ms
     FROM {{prefix}}runs AS r
     JOIN {{prefix}}leases AS l
       ON l.lease_name = r.lease_name AND l.owner_token = r.owner_token AND l.fence_token = r.fence_token
     WHERE r.status = 'running'
+    ORDER BY l.lease_name
     FOR SHARE OF l
 ),
 clock AS MATERIALIZED (
