@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/fencekit/fence/internal/driver"
 )
@@ -71,13 +73,60 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 // only true while t holds its lease by the database clock, and reads the lease
 // row under a share lock where the database needs one (PostgreSQL FOR SHARE,
 // MySQL LOCK IN SHARE MODE).
+//
+// Each {{now_ms}} in query becomes the database clock in integer
+// milliseconds, so a fenced write can stamp rows with database time.
 func (s *Store) Fenced(t Token, query string, args ...any) (string, []any, error) {
 	if err := validateToken(t); err != nil {
 		return "", nil, err
 	}
-	return splice(s.dialect, query, args, FenceMarker, 1, func(first int) (string, []any) {
+	q, all, err := splice(s.dialect, query, args, FenceMarker, 1, func(first int) (string, []any) {
 		return s.drv.GuardSQL(tp(t), first)
 	})
+	if err != nil {
+		return "", nil, err
+	}
+	return s.expandNow(q, all)
+}
+
+// expandNow replaces each {{now_ms}} outside literals with the database clock.
+func (s *Store) expandNow(q string, args []any) (string, []any, error) {
+	if !strings.Contains(q, NowMarker) {
+		return q, args, nil
+	}
+	n, ok := s.drv.(interface{ NowSQL() string })
+	if !ok {
+		return "", nil, fmt.Errorf("%w: the %s driver cannot expand %s", ErrInvalid, s.dialect, NowMarker)
+	}
+	return splice(s.dialect, q, args, NowMarker, 0, func(int) (string, []any) { return n.NowSQL(), nil })
+}
+
+// Rebind turns ? placeholders into the dialect's own ($1, $2, … on
+// PostgreSQL), leaving string literals, quoted names and comments alone, so
+// one query text can serve every database.
+func (s *Store) Rebind(query string) string { return Rebind(s.dialect, query) }
+
+// Rebind is Store.Rebind for a dialect.
+func Rebind(d Dialect, query string) string {
+	if d != Postgres {
+		return query
+	}
+	var b strings.Builder
+	last, n := 0, 0
+	err := lexer{q: query, dialect: Postgres}.scan(func(i int) int {
+		if query[i] == '?' {
+			n++
+			b.WriteString(query[last:i])
+			b.WriteString("$" + strconv.Itoa(n))
+			last = i + 1
+		}
+		return 0
+	})
+	if err != nil {
+		return query // malformed SQL: leave it for the database to reject
+	}
+	b.WriteString(query[last:])
+	return b.String()
 }
 
 // noRows explains a fenced statement that changed nothing.

@@ -254,6 +254,27 @@ func Run(ctx context.Context, s *Store, name string, job Job, opts ...RunOption)
 	return s.runHeld(ctx, c, l, start, job, 0), nil
 }
 
+// RunHeld is Run for a lease the caller already acquired (with Acquire or
+// AcquireWait, perhaps after other bookkeeping): it records a run, keeps the
+// lease renewed while job runs, cancels the job when authority is lost or
+// unproven, finishes the run with fenced completion and releases the lease.
+// acquiredAt should be the local time from just before the acquire call (the
+// renew deadline counts from it); zero means now, which is later than the
+// truth by the acquire's round trip.
+func RunHeld(ctx context.Context, s *Store, l Lease, acquiredAt time.Time, job Job, opts ...RunOption) (Result, error) {
+	c, err := s.runConfig(append([]RunOption{WithTTL(l.TTL)}, opts...))
+	if err != nil {
+		return Result{}, err
+	}
+	if err := validateToken(l.Token); err != nil {
+		return Result{}, err
+	}
+	if acquiredAt.IsZero() {
+		acquiredAt = s.clock.Now()
+	}
+	return s.runHeld(ctx, c, l, acquiredAt, job, 0), nil
+}
+
 func (c runConfig) finished(r Result) {
 	if c.onFinished != nil {
 		c.onFinished(r)

@@ -14,6 +14,9 @@ const (
 	// TokenMarker stands for the caller's fence number as a bound parameter in
 	// a statement given to ExecResource.
 	TokenMarker = "{{fence_token}}"
+	// NowMarker stands for the database clock in integer milliseconds in a
+	// statement given to Exec or Fenced.
+	NowMarker = "{{now_ms}}"
 )
 
 // lexer walks SQL text, skipping string literals, quoted identifiers and
@@ -107,7 +110,7 @@ func isIdent(c byte) bool {
 // the caller's own placeholders and arguments in order. repl receives the
 // number of the first placeholder it may use ($N dialects) and returns SQL
 // and the arguments of its placeholders. want is how many markers must occur:
-// -1 for at least one.
+// -1 for at least one, 0 for any number.
 func splice(d Dialect, query string, args []any, marker string, want int, repl func(first int) (string, []any)) (string, []any, error) {
 	dollar := d == Postgres
 	type hit struct{ at, argPos int }
@@ -138,7 +141,7 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 	if err != nil {
 		return "", nil, err
 	}
-	if len(hits) == 0 || (want > 0 && len(hits) != want) {
+	if want != 0 && (len(hits) == 0 || (want > 0 && len(hits) != want)) {
 		return "", nil, fmt.Errorf("%w: SQL must contain %s exactly %s", ErrInvalid, marker, map[bool]string{true: "once", false: "at least once"}[want == 1])
 	}
 	if !dollar && qmarks < 0 {

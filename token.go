@@ -2,6 +2,7 @@ package fence
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -88,6 +89,19 @@ func (t *Token) UnmarshalText(b []byte) error {
 	}
 	*t = p
 	return nil
+}
+
+// IdempotencyKey derives a stable key from the token's lease and fence and
+// the given parts (a step name, a resource id), for calls to systems that
+// cannot check the fence but deduplicate by key: a retry of the same step in
+// the same generation sends the same key; another generation sends another.
+func IdempotencyKey(t Token, parts ...string) string {
+	h := sha256.New()
+	for _, p := range append([]string{t.Lease, strconv.FormatInt(t.Fence, 10)}, parts...) {
+		// Length-prefixed, so ("a", "bc") and ("ab", "c") differ.
+		fmt.Fprintf(h, "%d:%s", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Short returns the first 8 characters of the owner, for tables and logs.

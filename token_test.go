@@ -53,3 +53,29 @@ func TestOwnersAreRandom(t *testing.T) {
 		seen[o] = true
 	}
 }
+
+func TestIdempotencyKey(t *testing.T) {
+	a := Token{Lease: "task:1", Owner: strings.Repeat("a", 32), Fence: 3}
+	b := a
+	b.Owner = strings.Repeat("b", 32)
+	if IdempotencyKey(a, "step-1") != IdempotencyKey(b, "step-1") {
+		t.Fatal("key must depend on lease and fence only")
+	}
+	c := a
+	c.Fence = 4
+	for _, k := range []string{IdempotencyKey(c, "step-1"), IdempotencyKey(a, "step-2"), IdempotencyKey(a, "step", "-1"), IdempotencyKey(a)} {
+		if k == IdempotencyKey(a, "step-1") || len(k) != 32 {
+			t.Fatalf("key collision or length: %q", k)
+		}
+	}
+}
+
+func TestRebind(t *testing.T) {
+	got := Rebind(Postgres, "UPDATE t SET a = ?, b = '?' WHERE c = ? -- ?\n AND d = $$?$$")
+	if got != "UPDATE t SET a = $1, b = '?' WHERE c = $2 -- ?\n AND d = $$?$$" {
+		t.Fatalf("%q", got)
+	}
+	if Rebind(MySQL, "a = ?") != "a = ?" {
+		t.Fatal("mysql changed")
+	}
+}

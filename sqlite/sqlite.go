@@ -481,3 +481,6 @@ func scanRun(s scanner) (driver.Run, error) {
 	}
 	return r, err
 }
+
+// NowSQL returns the database clock in milliseconds as an SQL expression.
+func (d *Driver) NowSQL() string { return now }
