@@ -15,22 +15,29 @@ import (
 // IsRetryable reports whether err is transient: the same call may succeed if
 // made again. An error caused by the caller's own context ending is not: the
 // caller gave up, and retrying under the same context cannot succeed. A
-// timeout inside the driver or the network (a read deadline, connect_timeout,
-// statement_timeout) is.
+// timeout inside the driver or the network (a read deadline,
+// statement_timeout) is, and so is any failure to connect: pgx implements
+// connect_timeout as a context deadline of its own, so a ConnectError is
+// judged before the context test. (If it was the caller's context that ended
+// during the connect, the retry fails at once with the context's error.)
 func (d *Driver) IsRetryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return retryableCode(pgErr.Code)
 	}
-	var netErr net.Error
 	var connectErr *pgconn.ConnectError
-	switch {
-	case pgconn.SafeToRetry(err), pgconn.Timeout(err):
+	if errors.As(err, &connectErr) {
 		return true
-	case errors.As(err, &connectErr), errors.As(err, &netErr):
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var netErr net.Error
+	switch {
+	case pgconn.SafeToRetry(err), pgconn.Timeout(err), errors.As(err, &netErr):
 		return true
 	case errors.Is(err, sqldriver.ErrBadConn), errors.Is(err, sql.ErrConnDone):
 		return true
@@ -60,7 +67,8 @@ func retryableCode(code string) bool {
 
 // IsServerError reports whether err is a definite refusal: the server
 // answered the statement with an error (so an autocommit statement did not
-// commit), or pgx knows the statement was never sent. Any other failure of a
+// commit), or the statement was never sent (no connection could be made, or
+// pgx says so). Any other failure of a
 // write, such as a connection lost while waiting for the reply, leaves its
 // outcome unknown. The root package looks for this method to tell the two
 // apart.
@@ -77,5 +85,6 @@ func (d *Driver) IsServerError(err error) bool {
 		}
 		return sev == "ERROR"
 	}
-	return pgconn.SafeToRetry(err)
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
 }

@@ -68,14 +68,43 @@ func TestOpenConnectErrorHasNoPassword(t *testing.T) {
 	if !d.IsRetryable(err) {
 		t.Errorf("connection refused is not retryable: %v", err)
 	}
-	if d.IsServerError(err) {
-		// Nothing was sent, but the driver cannot tell a refusal from a
-		// drop here; either way it must not be mistaken for an answer
-		// about a write that reached the server.
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			t.Errorf("connection refused reported as a server error: %v", err)
+	if !d.IsServerError(err) {
+		t.Errorf("connection refused is not definite (nothing was sent): %v", err)
+	}
+}
+
+// connect_timeout is a deadline inside pgx, not the caller's: retryable.
+func TestConnectTimeoutIsRetryable(t *testing.T) {
+	// A server that accepts and then never answers the startup message.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
 		}
+	}()
+	db, err := Open("postgres://postgres@" + ln.Addr().String() + "/test?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = db.PingContext(ctx)
+	if err == nil || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("ping of a silent server = %v after %v; want a connect timeout", err, time.Since(start))
+	}
+	d, _ := New(db, "p_")
+	if ctx.Err() != nil || !d.IsRetryable(err) || !d.IsServerError(err) {
+		t.Errorf("connect timeout: %v (retryable %v, definite %v, caller ctx %v)", err, d.IsRetryable(err), d.IsServerError(err), ctx.Err())
 	}
 }
 
