@@ -101,6 +101,16 @@ func (s *Store) expandNow(q string, args []any) (string, []any, error) {
 	return splice(s.dialect, q, args, NowMarker, 0, func(int) (string, []any) { return n.NowSQL(), nil })
 }
 
+// NowSQL returns the database clock in integer milliseconds as an SQL
+// expression of the store's dialect, for statements that stamp rows with
+// database time ({{now_ms}} in Exec does the same).
+func (s *Store) NowSQL() string {
+	if n, ok := s.drv.(interface{ NowSQL() string }); ok {
+		return n.NowSQL()
+	}
+	return ""
+}
+
 // Rebind turns ? placeholders into the dialect's own ($1, $2, … on
 // PostgreSQL), leaving string literals, quoted names and comments alone, so
 // one query text can serve every database.
