@@ -66,7 +66,9 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Client returns an *http.Client that sends fence headers.
-func Client(base http.RoundTripper) *http.Client { return &http.Client{Transport: &Transport{Base: base}} }
+func Client(base http.RoundTripper) *http.Client {
+	return &http.Client{Transport: &Transport{Base: base}}
+}
 
 // ErrStale is returned by a Checker for a fence below the highest seen.
 var ErrStale = errors.New("fencehttp: stale fence")

@@ -104,15 +104,48 @@ func (d *Driver) retryDeadlock(ctx context.Context, fn func() error) error {
 	}
 }
 
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // exec runs one autocommit statement, again if it was a deadlock victim.
 func (d *Driver) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return d.execOn(ctx, d.db, q, args...)
+}
+
+func (d *Driver) execOn(ctx context.Context, e execer, q string, args ...any) (sql.Result, error) {
 	var res sql.Result
 	err := d.retryDeadlock(ctx, func() error {
 		var err error
-		res, err = d.db.ExecContext(ctx, q, args...)
+		res, err = e.ExecContext(ctx, q, args...)
 		return err
 	})
 	return res, err
+}
+
+// execLastID runs a statement that sets LAST_INSERT_ID(expr) to a positive
+// value on every row it changes, and returns the rows changed and that value.
+// The server reports the value as the insert id, except that a trigger on
+// the table makes MariaDB report 0; the session's LAST_INSERT_ID() keeps it,
+// so a 0 is read back on the same connection.
+func (d *Driver) execLastID(ctx context.Context, q string, args ...any) (n, id int64, err error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	res, err := d.execOn(ctx, conn, q, args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n, err = res.RowsAffected(); err != nil || n == 0 {
+		return 0, 0, err
+	}
+	if id, err = res.LastInsertId(); err != nil || id > 0 {
+		return n, id, err
+	}
+	err = conn.QueryRowContext(ctx, d.q["last_insert_id"]).Scan(&id)
+	return n, id, err
 }
 
 // execOne runs a statement that changes at most one row and reports whether

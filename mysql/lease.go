@@ -9,12 +9,21 @@ import (
 	"github.com/fencekit/fence/internal/driver"
 )
 
-// LeaseAcquire takes the lease in one statement (see lease_acquire.sql). When
-// the lease is held it reads the holder in a second statement; the holder may
-// have changed in between, which only makes the answer older, never wrong
-// about this call.
+// LeaseAcquire takes the lease in one statement (see lease_acquire.sql),
+// whose insert id is the new fence, or 0 when the lease is held. On 0 it
+// reads, on the same connection, the session's LAST_INSERT_ID() together
+// with the holder: a trigger on the lease table zeroes the insert id that the
+// server reports (measured on MariaDB 10.11, with any trigger at all) but
+// not the session's value. The holder is read after the acquire, so it may
+// have changed since, which makes the answer older, never wrong about this
+// call.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
-	res, err := d.exec(ctx, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs)
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	defer conn.Close()
+	res, err := d.execOn(ctx, conn, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs)
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -25,30 +34,33 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	if fence > 0 {
 		return driver.AcquireResult{Acquired: true, Fence: fence}, nil
 	}
-	l, ok, err := d.LeaseGet(ctx, p.Name)
+	var (
+		l                           driver.Lease
+		name, owner, state          sql.NullString
+		f, until, acquired, updated sql.NullInt64
+	)
+	err = conn.QueryRowContext(ctx, d.q["lease_acquire_outcome"], p.Name).Scan(
+		&fence, &name, &owner, &f, &state, &until, &acquired, &updated, &l.NowMs)
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
+	if fence > 0 {
+		return driver.AcquireResult{Acquired: true, Fence: fence}, nil
+	}
 	r := driver.AcquireResult{NowMs: l.NowMs}
-	if ok {
+	if name.Valid {
+		l.Name, l.Owner, l.Fence, l.State = name.String, owner.String, f.Int64, state.String
+		l.LeasedUntilMs, l.AcquiredAtMs, l.UpdatedAtMs = until.Int64, acquired.Int64, updated.Int64
 		r.Holder = &l
 	}
 	return r, nil
 }
 
-// LeaseRenew extends a valid lease; the new expiry comes back as the insert
-// id, and the database now is that expiry minus the TTL.
+// LeaseRenew extends a valid lease; the new expiry comes back through
+// LAST_INSERT_ID, and the database now is that expiry minus the TTL.
 func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
-	res, err := d.exec(ctx, d.q["lease_renew"], ttlMs, t.Name, t.Owner, t.Fence)
-	if err != nil {
-		return driver.RenewResult{}, err
-	}
-	n, err := res.RowsAffected()
+	n, until, err := d.execLastID(ctx, d.q["lease_renew"], ttlMs, t.Name, t.Owner, t.Fence)
 	if err != nil || n == 0 {
-		return driver.RenewResult{}, err
-	}
-	until, err := res.LastInsertId()
-	if err != nil {
 		return driver.RenewResult{}, err
 	}
 	return driver.RenewResult{Renewed: true, LeasedUntilMs: until, NowMs: until - ttlMs}, nil
@@ -186,18 +198,13 @@ func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
 }
 
 // LeaseRevoke bumps the fence and clears the owner; the new fence comes back
-// as the insert id.
+// through LAST_INSERT_ID.
 func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
-	res, err := d.exec(ctx, d.q["lease_revoke"], name)
-	if err != nil {
-		return 0, false, err
-	}
-	n, err := res.RowsAffected()
+	n, f, err := d.execLastID(ctx, d.q["lease_revoke"], name)
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
-	f, err := res.LastInsertId()
-	return f, err == nil, err
+	return f, true, nil
 }
 
 // Now reads the database clock.

@@ -23,6 +23,7 @@ import (
 // so pausing only A's job would keep the lease alive. TestSIGSTOP stalls a
 // whole process under the runner instead.
 func TestStaleWorkerCommitsNothing(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e env) {
 		ctx := ctxT(t)
 		sa, sb := e.open(t), e.open(t)
@@ -112,6 +113,7 @@ func TestStaleWorkerCommitsNothing(t *testing.T) {
 // lease while the job takes longer than the TTL, nobody can take over, and
 // its fenced writes commit.
 func TestSlowJobKeepsLease(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e env) {
 		ctx := ctxT(t)
 		sa, sb := e.open(t), e.open(t)
@@ -156,6 +158,7 @@ func TestSlowJobKeepsLease(t *testing.T) {
 // TestDemo runs the timeline the command prints by default and checks that
 // it tells the story.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	eachDB(t, func(t *testing.T, e env) {
 		var out bytes.Buffer
 		if err := demo(ctxT(t), &out, e.dsn, e.prefix, time.Second); err != nil {
@@ -183,6 +186,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"-nosuchflag"}, {"extra"}, {"worker", "-nosuchflag"}, {"worker", "extra"}} {
 		if code := run(context.Background(), args, io.Discard, io.Discard); code != exitUsage {
 			t.Errorf("reconcile %q: exit %d, want %d", args, code, exitUsage)

@@ -13,6 +13,9 @@
 -- MySQL 8 reports the last LAST_INSERT_ID(expr) of the statement in the OK
 -- packet the same way (it is the documented ODKU idiom id = LAST_INSERT_ID(id)).
 -- The table has no AUTO_INCREMENT column, so nothing else sets the insert id.
+-- A trigger on the table makes MariaDB send insert id 0 whatever the path;
+-- LeaseAcquire then reads the session's LAST_INSERT_ID() instead
+-- (lease_acquire_outcome.sql).
 --
 -- Assignments run left to right and later ones see earlier new values, so
 -- every IF tests only leased_until_ms and leased_until_ms is assigned last.
