@@ -114,7 +114,7 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 		return err
 	}
 	if resB.Outcome != fence.Completed {
-		return fmt.Errorf("B did not complete: %s: %v", resB.Outcome, firstErr(resB.Err, resB.JobErr))
+		return fmt.Errorf("worker B did not complete: %s: %v", resB.Outcome, firstErr(resB.Err, resB.JobErr))
 	}
 	tl.say("B", "fixed %d items, report written, completed", sumB.Fixed)
 
@@ -127,7 +127,7 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 	for i, f := range fixes {
 		err := ra.apply(ctx, a, f)
 		if !errors.Is(err, fence.ErrLost) {
-			return fmt.Errorf("A's stale write %s was not refused as lost: %v", f, err)
+			return fmt.Errorf("worker A's stale write %s was not refused as lost: %v", f, err)
 		}
 		harm := ""
 		for _, it := range now {
@@ -142,12 +142,12 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 		}
 	}
 	if err := ra.writeReport(ctx, a, idA, fixes); !errors.Is(err, fence.ErrLost) {
-		return fmt.Errorf("A's stale report was not refused as lost: %v", err)
+		return fmt.Errorf("worker A's stale report was not refused as lost: %v", err)
 	}
 	tl.say("A's", "fenced report rejected")
 	err = sa.FinishRun(ctx, a, idA, fence.Outcome{Result: summary{Scanned: scanned, Fixed: len(fixes), Reported: true, Fence: a.Fence, RunID: idA}})
 	if !errors.Is(err, fence.ErrLost) {
-		return fmt.Errorf("A's stale completion was not refused as lost: %v", err)
+		return fmt.Errorf("worker A's stale completion was not refused as lost: %v", err)
 	}
 	tl.say("A's", "completion rejected: zero rows: %v", err)
 
