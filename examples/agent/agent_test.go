@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/task"
+)
+
+type backend struct {
+	name, env string
+	dsn       func(t *testing.T) string
+}
+
+var backends = []backend{
+	{"sqlite", "", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "agent.db") }},
+	{"postgres", "FENCE_TEST_POSTGRES", func(*testing.T) string { return testdb.PostgresDSN() }},
+	{"mysql", "FENCE_TEST_MYSQL", func(*testing.T) string { return testdb.MySQLDSN() }},
+}
+
+const ttl = 800 * time.Millisecond
+
+func open(t *testing.T, b backend) *task.Store {
+	ctx := context.Background()
+	fs, err := fence.Open(ctx, b.dsn(t), fence.WithPrefix(testdb.Prefix()))
+	if errors.Is(err, fence.ErrUnavailable) {
+		testdb.Unreachable(t, b.name, b.env, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tbl := range []string{"task_steps", "tasks", "runs", "leases", "schema"} {
+			fs.DB().Exec("DROP TABLE IF EXISTS " + fs.Prefix() + tbl)
+		}
+		fs.Close()
+	})
+	ts, err := task.New(fs, task.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func forEach(t *testing.T, fn func(t *testing.T, ts *task.Store)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, open(t, b))
+		})
+	}
+}
+
+// stepsOnce checks that every plan step is stored exactly once.
+func stepsOnce(t *testing.T, out scenarioOutcome) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, s := range out.steps {
+		seen[s.Key]++
+	}
+	for _, s := range steps {
+		if seen[s] != 1 {
+			t.Fatalf("step %q stored %d times: %+v", s, seen[s], out.steps)
+		}
+	}
+}
+
+func TestModelSwitch(t *testing.T) {
+	forEach(t, func(t *testing.T, ts *task.Store) {
+		tl := newTimeline(false)
+		out, err := modelSwitch(context.Background(), ts, "switch", tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logTimeline(t, tl)
+		if !errors.Is(out.old.completeErr, fence.ErrLost) || !errors.Is(out.old.completeErr, task.ErrStaleEpoch) {
+			t.Fatalf("v1's final summary: %v", out.old.completeErr)
+		}
+		if len(out.old.refused) == 0 {
+			t.Fatal("v1 recorded no late tool result: the scenario did not race")
+		}
+		if out.cur.completeErr != nil || out.task.State != task.Succeeded || !strings.HasPrefix(out.task.Summary, "summary by large-v2") {
+			t.Fatalf("v2: %v, task %+v", out.cur.completeErr, out.task)
+		}
+		if out.task.Plan.Model != "large-v2" {
+			t.Fatalf("plan %+v", out.task.Plan)
+		}
+		for _, s := range out.steps {
+			for _, r := range out.old.refused {
+				if s.Key == r && strings.HasPrefix(s.Result, "small-v1") {
+					t.Fatalf("refused v1 result %q stored", r)
+				}
+			}
+		}
+		stepsOnce(t, out)
+	})
+}
+
+func TestCancelResume(t *testing.T) {
+	forEach(t, func(t *testing.T, ts *task.Store) {
+		tl := newTimeline(false)
+		out, err := cancelResume(context.Background(), ts, "cancel", tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logTimeline(t, tl)
+		if !errors.Is(out.old.completeErr, fence.ErrLost) || len(out.old.refused) == 0 {
+			t.Fatalf("cancelled executor: refused %v, completion %v", out.old.refused, out.old.completeErr)
+		}
+		if out.cur.completeErr != nil || out.task.State != task.Succeeded {
+			t.Fatalf("resumed executor: %v, task %+v", out.cur.completeErr, out.task)
+		}
+		stepsOnce(t, out)
+	})
+}
+
+func TestCrashResume(t *testing.T) {
+	forEach(t, func(t *testing.T, ts *task.Store) {
+		tl := newTimeline(false)
+		out, err := crashResume(context.Background(), ts, ttl, "crash", tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logTimeline(t, tl)
+		if out.cur.completeErr != nil || out.task.State != task.Succeeded {
+			t.Fatalf("resumed executor: %v, task %+v", out.cur.completeErr, out.task)
+		}
+		if len(out.cur.recorded) != 2 {
+			t.Fatalf("B recorded %v; A had recorded search and read", out.cur.recorded)
+		}
+		stepsOnce(t, out)
+	})
+}
+
+func logTimeline(t *testing.T, tl *timeline) {
+	if t.Failed() || testing.Verbose() {
+		for _, l := range tl.lines {
+			t.Log(l)
+		}
+	}
+}
