@@ -634,3 +634,53 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("drop twice: %v", err)
 	}
 }
+
+// A trigger on fence's tables (an audit log, the conformance suite's history
+// recorder) makes MariaDB report insert id 0 for every statement on the
+// table, even for a trigger that only sets a variable. The values handed
+// back through LAST_INSERT_ID must survive that.
+func TestTriggersDoNotHideReturnedValues(t *testing.T) {
+	forEachHandle(t, func(t *testing.T, d *Driver) {
+		ctx := ctxT(t)
+		for _, q := range []string{
+			"CREATE TRIGGER " + d.prefix + "li AFTER INSERT ON " + d.prefix + "leases FOR EACH ROW SET @fence_test = 1",
+			"CREATE TRIGGER " + d.prefix + "lu AFTER UPDATE ON " + d.prefix + "leases FOR EACH ROW SET @fence_test = 2",
+			"CREATE TRIGGER " + d.prefix + "ri AFTER INSERT ON " + d.prefix + "runs FOR EACH ROW SET @fence_test = 3",
+		} {
+			if _, err := d.db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := mustAcquire(t, d, "job", "A", 60_000)
+		if a.Fence != 1 {
+			t.Fatalf("insert: fence %d", a.Fence)
+		}
+		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: "B", TTLMs: 60_000})
+		if err != nil || r.Acquired || r.Holder == nil || r.Holder.Owner != "A" {
+			t.Fatalf("held: %+v %v", r, err)
+		}
+		rr, err := d.LeaseRenew(ctx, a, 100)
+		if err != nil || !rr.Renewed || rr.LeasedUntilMs != rr.NowMs+100 || rr.NowMs <= 0 {
+			t.Fatalf("renew: %+v %v", rr, err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		if b := mustAcquire(t, d, "job", "B", 60_000); b.Fence != 2 {
+			t.Fatalf("takeover: fence %d", b.Fence)
+		}
+		if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != 3 {
+			t.Fatalf("revoke: %d %v %v", f, ok, err)
+		}
+		c := mustAcquire(t, d, "job", "C", 60_000)
+		id1, ok, err := d.RunStart(ctx, driver.StartRunParams{Token: c})
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		id2, _, _ := d.RunStart(ctx, driver.StartRunParams{Token: c})
+		if id1 <= 0 || id2 != id1+1 {
+			t.Fatalf("run ids %d %d", id1, id2)
+		}
+		if run, ok, _ := d.RunGet(ctx, id2); !ok || run.Fence != c.Fence {
+			t.Fatalf("run %d: %+v", id2, run)
+		}
+	})
+}
