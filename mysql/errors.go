@@ -62,10 +62,30 @@ func (d *Driver) IsRetryable(err error) bool {
 // IsServerError reports whether err is the server's answer to the statement
 // (an error packet), which means the statement, or the transaction when it
 // was the COMMIT, did not take effect. Anything else (a broken connection, a
-// timeout, a cancelled context) may have struck after the commit.
+// timeout, a cancelled context) may have struck after the commit, and so may
+// an error of a read that follows a committed write in the same call.
 func (d *Driver) IsServerError(err error) bool {
+	var we *afterWriteError
+	if errors.As(err, &we) {
+		return false
+	}
 	var me *gomysql.MySQLError
 	return errors.As(err, &me)
+}
+
+// afterWriteError is an error that struck after a statement of the same call
+// had committed (the read-back of an acquire, the SELECT of a batch renew):
+// even an error packet then leaves the call's outcome unknown.
+type afterWriteError struct{ err error }
+
+func (e *afterWriteError) Error() string { return e.err.Error() }
+func (e *afterWriteError) Unwrap() error { return e.err }
+
+func afterWrite(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &afterWriteError{err}
 }
 
 func isDeadlock(err error) bool {
@@ -145,7 +165,7 @@ func (d *Driver) execLastID(ctx context.Context, q string, args ...any) (n, id i
 		return n, id, err
 	}
 	err = conn.QueryRowContext(ctx, d.q["last_insert_id"]).Scan(&id)
-	return n, id, err
+	return n, id, afterWrite(err)
 }
 
 // execOne runs a statement that changes at most one row and reports whether

@@ -42,7 +42,8 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	err = conn.QueryRowContext(ctx, d.q["lease_acquire_outcome"], p.Name).Scan(
 		&fence, &name, &owner, &f, &state, &until, &acquired, &updated, &l.NowMs)
 	if err != nil {
-		return driver.AcquireResult{}, err
+		// The acquire may have taken the lease and a trigger hidden it.
+		return driver.AcquireResult{}, afterWrite(err)
 	}
 	if fence > 0 {
 		return driver.AcquireResult{Acquired: true, Fence: fence}, nil
@@ -89,6 +90,9 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 		}
 		q := strings.Replace(d.q["lease_renew_batch"], "{{tokens}}", tokensTable(len(chunk)), 1)
 		if _, err := d.exec(ctx, q, append(args, ttlMs)...); err != nil {
+			if start > 0 {
+				err = afterWrite(err)
+			}
 			return nil, err
 		}
 	}
@@ -105,7 +109,7 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 		chunk := names[start:min(start+readChunk, len(names))]
 		q := strings.Replace(d.q["lease_renew_batch_read"], "{{names}}", placeholders(len(chunk)), 1)
 		if err := d.readBatch(ctx, q, chunk, rows); err != nil {
-			return nil, err
+			return nil, afterWrite(err)
 		}
 	}
 	for i, t := range ts {

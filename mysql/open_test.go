@@ -140,6 +140,9 @@ func TestIsRetryable(t *testing.T) {
 		{&gomysql.MySQLError{Number: 1146}, false, true},
 		{&gomysql.MySQLError{Number: 1064}, false, true},
 		{fmt.Errorf("wrapped: %w", &gomysql.MySQLError{Number: 1213}), true, true},
+		// After a committed write, even the server's error leaves the outcome open.
+		{afterWrite(&gomysql.MySQLError{Number: 1927}), true, false},
+		{afterWrite(&gomysql.MySQLError{Number: 1064}), false, false},
 		{gomysql.ErrInvalidConn, true, false},
 		{sqldriver.ErrBadConn, true, false},
 		{sql.ErrConnDone, true, false},
