@@ -79,7 +79,9 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 	fmt.Fprintf(w, "reconcile: two workers, one lease %q, on %s\n\n", leaseName, d.Redacted)
 
 	tl := timeline{w: w, start: time.Now()}
-	la, err := sa.Acquire(ctx, leaseName, ttl)
+	// Waiting, not failing, if the lease is held: an interrupted earlier run
+	// on the same database may have left it to lapse.
+	la, err := sa.AcquireWait(ctx, leaseName, ttl)
 	if err != nil {
 		return err
 	}

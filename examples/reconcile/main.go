@@ -10,15 +10,21 @@
 // process on a temporary SQLite file, and prints it as a timeline:
 //
 //	go run ./examples/reconcile
-//	go run ./examples/reconcile -dsn postgres://postgres@127.0.0.1:5432/test
+//	go run ./examples/reconcile -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //
 // "worker" runs one reconciliation under fence.Run and exits with a status
 // that says how it ended (0 completed, 3 not acquired, 4 lost, 5 completion
-// rejected, 1 failed). Start two and stop one with SIGSTOP to see the story
-// across processes:
+// rejected, 1 failed). Run two and freeze the first with SIGSTOP to see the
+// story across processes:
 //
-//	reconcile worker -dsn sqlite:fence.db -seed -name A -ttl 2s -work 10s &
-//	kill -STOP %1; sleep 3; reconcile worker -dsn sqlite:fence.db -name B; kill -CONT %1
+//	go build -o reconcile ./examples/reconcile
+//	./reconcile worker -dsn sqlite:fence.db -seed -name A -ttl 2s -work 10s & sleep 1
+//	kill -STOP $!; sleep 3; ./reconcile worker -dsn sqlite:fence.db -name B; kill -CONT $!; wait
+//
+// The fence covers the writes that carry the token, here every write of the
+// job. It does not make the job exactly-once: a stale worker still burns CPU
+// and still scans, and anything it sent outside this database (an e-mail, an
+// API call) would need an idempotency key or a fence of its own.
 package main
 
 import (
@@ -67,7 +73,9 @@ func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			"Plays the article's story with two workers, A and B, in one process.\n\n")
 		fs.PrintDefaults()
 	}
-	dsn := fs.String("dsn", os.Getenv("FENCE_DSN"), "database (sqlite:PATH, postgres://…, mysql://…); default: a temporary SQLite file")
+	// Not $FENCE_DSN: the demo reseeds its tables, so it touches a real
+	// database only when asked to by name.
+	dsn := fs.String("dsn", "", "database (sqlite:PATH, postgres://…, mysql://…); default: a temporary SQLite file")
 	prefix := fs.String("prefix", fence.DefaultPrefix, "table prefix for fence's tables and the example's items and reports")
 	ttl := fs.Duration("ttl", time.Second, "A's lease TTL: how long A's stall must last for B to take over")
 	if err := fs.Parse(args); err != nil {

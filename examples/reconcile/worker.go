@@ -54,6 +54,10 @@ func worker(ctx context.Context, stdout, stderr io.Writer, c workerConfig) int {
 		}
 	}
 	r.pause = func(ctx context.Context, fixes []fix) {
+		if c.work <= 0 {
+			say("scanned: %d to fix", len(fixes))
+			return
+		}
 		say("scanned: %d to fix; working for %v before writing", len(fixes), c.work)
 		if c.heedless {
 			time.Sleep(c.work)
@@ -105,7 +109,7 @@ func worker(ctx context.Context, stdout, stderr io.Writer, c workerConfig) int {
 	if res.Err != nil {
 		say("cause: %v", res.Err)
 	}
-	if res.JobErr != nil {
+	if res.JobErr != nil && (res.Err == nil || res.JobErr.Error() != res.Err.Error()) {
 		say("job: %v", res.JobErr)
 	}
 	if res.Outcome == fence.Rejected {
