@@ -1,0 +1,146 @@
+// Package torture is fence's torture harness: many concurrent clients run
+// random lease and fenced-write operations against one database while
+// faults are injected (pauses longer than the TTL, dropped and black-holed
+// connections, database restarts, cancelled calls, skewed application
+// clocks). Every operation's call, return and result is recorded, and the
+// history is checked two ways:
+//
+//   - with porcupine against a sequential model of "lease register +
+//     protected value" (model.go), window by window and lease by lease;
+//   - directly against facts the database itself logged in commit order
+//     (schema.go): DESIGN.md's invariants 1–5.
+//
+// Ambiguous outcomes (a connection dropped mid-commit) are modelled as
+// "either", never ignored. Run with Unsafe set, the same schedule uses the
+// naive design (IsHeld in Go, then an unfenced write), and the harness must
+// find violations: that is the proof that the checkers can fail.
+package torture
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fault kinds.
+const (
+	FaultPause   = "pause"   // a client freezes longer than the TTL at a chosen point
+	FaultProxy   = "proxy"   // TCP proxy: reset, black hole, latency
+	FaultRestart = "restart" // kill and restart the (private) database server
+	FaultSkew    = "skew"    // half the clients' application clocks are off by hours
+	FaultCancel  = "cancel"  // calls cut short by a context deadline mid-flight
+)
+
+// AllFaults lists every fault kind.
+var AllFaults = []string{FaultPause, FaultProxy, FaultRestart, FaultSkew, FaultCancel}
+
+// Faults is a set of fault kinds.
+type Faults map[string]bool
+
+// ParseFaults parses a comma-separated list: kinds, "all" or "none".
+func ParseFaults(s string) (Faults, error) {
+	f := Faults{}
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		switch {
+		case k == "" || k == "none":
+		case k == "all":
+			for _, a := range AllFaults {
+				f[a] = true
+			}
+		case slices.Contains(AllFaults, k):
+			f[k] = true
+		default:
+			return nil, fmt.Errorf("torture: unknown fault %q (want %s, all or none)", k, strings.Join(AllFaults, ", "))
+		}
+	}
+	return f, nil
+}
+
+func (f Faults) String() string {
+	var ks []string
+	for _, k := range AllFaults {
+		if f[k] {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return "none"
+	}
+	return strings.Join(ks, ",")
+}
+
+// Config is one torture run. Zero fields take the defaults of Defaults.
+type Config struct {
+	// DSN picks the database (and the dialect). With the restart fault on
+	// PostgreSQL or MySQL/MariaDB, the harness starts a private server of
+	// that kind instead and only the dialect is taken from DSN.
+	DSN string
+	// Clients run concurrently, each with its own Store (own pool, own
+	// clock), like separate processes.
+	Clients int
+	// Leases is the number of lease names, each with its protected row.
+	Leases int
+	// Duration bounds the run; Ops bounds the number of operations. The run
+	// stops at whichever comes first (0 = no bound; one must be set).
+	Duration time.Duration
+	Ops      int64
+	Faults   Faults
+	// Seed makes the schedule reproducible: each client draws its choices
+	// from a PCG seeded with (Seed, client), and so does the fault
+	// injector. Timing (and so interleaving) is the machine's.
+	Seed uint64
+	// Out, when set, receives the failing windows' histories (JSON) and
+	// porcupine's visualisations (HTML) on a violation or an unknown check.
+	Out string
+	// Unsafe runs the naive design: IsHeld, then a write without the fence.
+	Unsafe bool
+
+	// TTL of every lease (default 150ms); pauses last 1.2–2× TTL.
+	TTL time.Duration
+	// Window is how long clients run between two quiesced barriers (default
+	// 2s); each window is checked on its own.
+	Window time.Duration
+	// OpTimeout bounds each call (default 2s).
+	OpTimeout time.Duration
+	// CheckTimeout bounds porcupine per window and lease (default 30s); a
+	// check that runs out is reported as unknown, never as a pass.
+	CheckTimeout time.Duration
+	// Progress receives a progress line every second (nil: none).
+	Progress io.Writer
+	// Keep leaves the tables in place after the run.
+	Keep bool
+}
+
+func (c *Config) defaults() error {
+	if c.Clients <= 0 {
+		c.Clients = 16
+	}
+	if c.Leases <= 0 {
+		c.Leases = 3
+	}
+	if c.TTL <= 0 {
+		c.TTL = 150 * time.Millisecond
+	}
+	if c.Window <= 0 {
+		c.Window = 2 * time.Second
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 2 * time.Second
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = 30 * time.Second
+	}
+	if c.Faults == nil {
+		c.Faults = Faults{}
+	}
+	if c.Duration <= 0 && c.Ops <= 0 {
+		return fmt.Errorf("torture: set a duration or an op count")
+	}
+	if c.DSN == "" {
+		return fmt.Errorf("torture: no DSN")
+	}
+	return nil
+}

@@ -1,0 +1,819 @@
+package torture
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/testdb"
+)
+
+// op is one recorded operation: its invocation, return and result.
+type op struct {
+	ID     int64   `json:"id"`
+	Client int     `json:"client"`
+	Lease  int     `json:"lease"`
+	Kind   opKind  `json:"-"`
+	KindS  string  `json:"kind"`
+	Fence  int64   `json:"fence,omitempty"` // the token's fence
+	Owner  string  `json:"owner,omitempty"` // acquire: the new token's owner; token ops: the token's
+	Res    outcome `json:"-"`
+	ResS   string  `json:"result"`
+	Out    output  `json:"out"`
+	Call   int64   `json:"call_ns"`
+	Return int64   `json:"return_ns"`
+	Err    string  `json:"err,omitempty"`
+	Fault  string  `json:"fault,omitempty"` // a fault injected into this op
+	Skewed bool    `json:"skewed,omitempty"`
+}
+
+// Probabilities of the schedule. In-op pauses hold a lease's share lock (on
+// SQLite the database write lock) for longer than the TTL, so they are rare;
+// the unsafe control pauses more often inside its check-then-write gap so a
+// short run is enough to show its violations.
+const (
+	pPauseAfterAcquire = 0.10
+	pPauseInTx         = 0.004
+	pPauseUnsafe       = 0.05
+	pCancel            = 0.01
+	pDropRefused       = 0.6 // drop a refused token (else keep using it, stale)
+	pDropReleased      = 0.8
+)
+
+type epoch struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	ops  [][]op // per client
+}
+
+func (e *epoch) stopped() bool {
+	select {
+	case <-e.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+type client struct {
+	id    int
+	h     *harness
+	rng   *rand.Rand
+	store atomic.Pointer[fence.Store]
+	clock fence.Clock
+	skew  time.Duration
+	// tokens[lease] is the token this client believes it holds (zero: none);
+	// refused tokens are sometimes kept, to go on trying stale writes.
+	tokens     []fence.Token
+	forceWrite int // lease to write right after a paused acquire, or -1
+	next       chan *epoch
+}
+
+type harness struct {
+	cfg       Config
+	d         fence.Dialect
+	sc        schema
+	leases    []string
+	start     time.Time
+	clientDSN string
+	adminDSN  string
+	inst      instance
+	px        *proxy
+	admin     *fence.Store
+	clients   []*client
+	opSeq     atomic.Int64
+	stats     *stats
+	checker   *checker
+	direct    []*leaseFacts
+	stopping  atomic.Bool
+	restartMu sync.Mutex // held while the database is down (restart fault)
+	faultRng  *rand.Rand
+}
+
+func (h *harness) now() int64 { return int64(time.Since(h.start)) }
+
+// Run runs one torture test and returns its result. An error means the run
+// could not be carried out (setup failed, the database never came back);
+// violations are in the result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	dsn, err := fence.ParseDSN(cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{cfg: cfg, d: dsn.Dialect, stats: newStats(), faultRng: rand.New(rand.NewPCG(cfg.Seed, 1<<32))}
+	if cfg.Faults[FaultProxy] && h.d == fence.SQLite {
+		return nil, errors.New("torture: the proxy fault needs a networked database (SQLite runs in process); leave it out for sqlite")
+	}
+	for i := range cfg.Leases {
+		h.leases = append(h.leases, fmt.Sprintf("torture-%d", i))
+	}
+	defer h.cleanup()
+	if err := h.setup(ctx); err != nil {
+		return nil, err
+	}
+	return h.run(ctx)
+}
+
+// FaultsFor returns faults less those that cannot apply to dsn's database
+// (the proxy on SQLite), so that "all" means all that apply.
+func FaultsFor(f Faults, dsn string) Faults {
+	d, err := fence.ParseDSN(dsn)
+	out := Faults{}
+	for k, v := range f {
+		out[k] = v
+	}
+	if err == nil && d.Dialect == fence.SQLite {
+		delete(out, FaultProxy)
+	}
+	return out
+}
+
+func (h *harness) setup(ctx context.Context) error {
+	h.adminDSN = h.cfg.DSN
+	if h.cfg.Faults[FaultRestart] && h.d != fence.SQLite {
+		in, err := newInstance(ctx, h.d)
+		if err != nil {
+			return err
+		}
+		h.inst = in
+		h.adminDSN = in.DSN()
+	}
+	h.clientDSN = h.adminDSN
+	if h.cfg.Faults[FaultProxy] {
+		upstream, err := hostPort(h.adminDSN)
+		if err != nil {
+			return err
+		}
+		if h.px, err = newProxy(upstream); err != nil {
+			return err
+		}
+		h.clientDSN = replaceHost(h.adminDSN, h.px.Addr())
+	}
+	prefix := testdb.Prefix()
+	var err error
+	if h.admin, err = h.openStore(ctx, h.adminDSN, prefix, nil); err != nil {
+		return err
+	}
+	if _, err := h.admin.Migrate(ctx); err != nil {
+		return fmt.Errorf("torture: migrate: %w", err)
+	}
+	h.sc = newSchema(h.d, prefix)
+	if err := h.sc.setup(ctx, h.admin.DB(), h.leases); err != nil {
+		return err
+	}
+	for range h.leases {
+		h.direct = append(h.direct, &leaseFacts{})
+	}
+	for i := range h.cfg.Clients {
+		c := &client{id: i, h: h, rng: rand.New(rand.NewPCG(h.cfg.Seed, uint64(i)+1)),
+			tokens: make([]fence.Token, len(h.leases)), forceWrite: -1, next: make(chan *epoch, 1), clock: fence.SkewedClock{}}
+		if h.cfg.Faults[FaultSkew] && i%2 == 1 {
+			// Whole hours either way: a host whose wall clock is simply
+			// wrong. Validity is decided by the database clock, so outcomes
+			// must not change; the same checkers judge these clients.
+			hours := time.Duration(1+c.rng.IntN(12)) * time.Hour
+			if c.rng.IntN(2) == 0 {
+				hours = -hours
+			}
+			c.skew = hours
+			c.clock = fence.SkewedClock{Offset: hours}
+		}
+		s, err := h.openStore(ctx, h.clientDSN, prefix, c.clock)
+		if err != nil {
+			return err
+		}
+		c.store.Store(s)
+		h.clients = append(h.clients, c)
+	}
+	h.checker = newChecker(h)
+	return nil
+}
+
+func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence.Clock) (*fence.Store, error) {
+	opts := []fence.Option{fence.WithPrefix(prefix)}
+	if clock != nil {
+		opts = append(opts, fence.WithClock(clock))
+	}
+	var s *fence.Store
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if s, err = fence.Open(ctx, dsn, opts...); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// InTx holds a connection while CheckTx explains a refusal on another.
+	s.DB().SetMaxOpenConns(4)
+	s.DB().SetMaxIdleConns(4)
+	return s, nil
+}
+
+func (h *harness) cleanup() {
+	for _, c := range h.clients {
+		if s := c.store.Load(); s != nil {
+			s.Close()
+		}
+	}
+	if h.admin != nil {
+		if !h.cfg.Keep && h.sc.p != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			h.sc.drop(ctx, h.admin.DB())
+			for _, q := range []string{"DROP TABLE IF EXISTS " + h.sc.p + "runs", "DROP TABLE IF EXISTS " + h.sc.p + "leases", "DROP TABLE IF EXISTS " + h.sc.p + "schema"} {
+				_, _ = h.admin.DB().ExecContext(ctx, q)
+			}
+			cancel()
+		}
+		h.admin.Close()
+	}
+	if h.px != nil {
+		h.px.Close()
+	}
+	if h.inst != nil {
+		h.inst.Close()
+	}
+}
+
+func (h *harness) run(ctx context.Context) (*Result, error) {
+	h.start = time.Now()
+	var wg sync.WaitGroup
+	for _, c := range h.clients {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.loop() }()
+	}
+	defer func() {
+		for _, c := range h.clients {
+			close(c.next)
+		}
+		wg.Wait()
+	}()
+	progressDone := make(chan struct{})
+	go h.progress(progressDone)
+	defer close(progressDone)
+	h.checker.start()
+
+	init := make([]state, len(h.leases))
+	var runErr error
+	for w := 0; !h.done(); w++ {
+		ep := &epoch{stop: make(chan struct{}), ops: make([][]op, len(h.clients))}
+		ep.wg.Add(len(h.clients))
+		allDone := make(chan struct{})
+		go func() { ep.wg.Wait(); close(allDone) }()
+		injDone := make(chan struct{})
+		injStop := make(chan struct{})
+		go func() { defer close(injDone); h.inject(injStop) }()
+		for _, c := range h.clients {
+			c.next <- ep
+		}
+		t := time.NewTimer(h.cfg.Window)
+		select {
+		case <-t.C:
+		case <-allDone:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		close(ep.stop)
+		<-allDone
+		close(injStop)
+		<-injDone
+		next, err := h.barrier(ctx, w, ep, init)
+		if err != nil {
+			runErr = err
+			break
+		}
+		init = next
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	h.stopping.Store(true)
+	h.checker.finish()
+	r := h.result()
+	if runErr != nil {
+		r.Errors = append(r.Errors, runErr.Error())
+	}
+	return r, nil
+}
+
+func (h *harness) done() bool {
+	if h.cfg.Ops > 0 && h.opSeq.Load() >= h.cfg.Ops {
+		return true
+	}
+	return h.cfg.Duration > 0 && time.Since(h.start) >= h.cfg.Duration
+}
+
+func (c *client) loop() {
+	for ep := range c.next {
+		for !ep.stopped() && !c.h.done() {
+			c.doOp(ep)
+		}
+		ep.wg.Done()
+	}
+}
+
+func (c *client) pauseFor() time.Duration {
+	ttl := c.h.cfg.TTL
+	return ttl + ttl/5 + time.Duration(c.rng.Int64N(int64(ttl)*4/5+1))
+}
+
+func (c *client) pickLease() int {
+	if c.forceWrite >= 0 {
+		return c.forceWrite
+	}
+	if c.rng.Float64() < 0.7 {
+		var held []int
+		for i, t := range c.tokens {
+			if !t.IsZero() {
+				held = append(held, i)
+			}
+		}
+		if len(held) > 0 {
+			return held[c.rng.IntN(len(held))]
+		}
+	}
+	return c.rng.IntN(len(c.h.leases))
+}
+
+func (c *client) pickKind(li int, tok fence.Token) opKind {
+	if c.forceWrite == li && !tok.IsZero() {
+		c.forceWrite = -1
+		if c.rng.IntN(2) == 0 {
+			return opWrite
+		}
+		return opTxWrite
+	}
+	c.forceWrite = -1
+	r := c.rng.Float64()
+	if tok.IsZero() {
+		switch {
+		case r < 0.55:
+			return opAcquire
+		case r < 0.65:
+			return opAcquireWait
+		case r < 0.78:
+			return opRead
+		case r < 0.95:
+			return opGet
+		default:
+			return opRevoke
+		}
+	}
+	switch {
+	case r < 0.30:
+		return opWrite
+	case r < 0.48:
+		return opTxWrite
+	case r < 0.62:
+		return opRenew
+	case r < 0.68:
+		return opRelease
+	case r < 0.74:
+		return opIsHeld
+	case r < 0.82:
+		return opRead
+	case r < 0.88:
+		return opGet
+	case r < 0.94:
+		return opAcquire
+	case r < 0.96:
+		return opRevoke
+	default:
+		return opAcquireWait
+	}
+}
+
+// sleep waits d unless the window ends first.
+func sleep(ep *epoch, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ep.stop:
+	}
+}
+
+func (c *client) doOp(ep *epoch) {
+	h := c.h
+	li := c.pickLease()
+	tok := c.tokens[li]
+	kind := c.pickKind(li, tok)
+	name := h.leases[li]
+	o := op{ID: h.opSeq.Add(1), Client: c.id, Lease: li, Kind: kind, Skewed: c.skew != 0}
+	switch kind {
+	case opRenew, opRelease, opWrite, opTxWrite, opIsHeld:
+		o.Fence, o.Owner = tok.Fence, tok.Owner
+	}
+	timeout := h.cfg.OpTimeout
+	var pause time.Duration
+	if h.cfg.Faults[FaultPause] {
+		p := 0.0
+		switch {
+		case h.cfg.Unsafe && (kind == opWrite || kind == opTxWrite):
+			p = pPauseUnsafe
+		case kind == opTxWrite:
+			p = pPauseInTx
+		}
+		if p > 0 && c.rng.Float64() < p {
+			pause = c.pauseFor()
+			timeout += pause
+			o.Fault = FaultPause
+		}
+	}
+	if kind == opAcquireWait {
+		timeout = 2 * h.cfg.TTL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if h.cfg.Faults[FaultCancel] && o.Fault == "" && c.rng.Float64() < pCancel {
+		// A deadline of a few milliseconds lands in the middle of the call:
+		// the in-process analogue of a dropped connection, and on a network
+		// database a cancel mid-commit.
+		var cc context.CancelFunc
+		ctx, cc = context.WithTimeout(ctx, time.Duration(c.rng.Int64N(int64(3*time.Millisecond))))
+		defer cc()
+		o.Fault = FaultCancel
+	}
+	if o.Fault != "" {
+		h.stats.fault(o.Fault)
+	}
+	st := c.store.Load()
+	o.Call = h.now()
+	var err error
+	switch kind {
+	case opAcquire, opAcquireWait:
+		var l fence.Lease
+		if kind == opAcquire {
+			l, err = st.Acquire(ctx, name, h.cfg.TTL)
+		} else {
+			l, err = st.AcquireWait(ctx, name, h.cfg.TTL)
+		}
+		if err == nil {
+			o.Out.Fence, o.Owner = l.Token.Fence, l.Token.Owner
+		}
+	case opRenew:
+		_, err = st.Renew(ctx, tok, h.cfg.TTL)
+	case opRelease:
+		err = st.Release(ctx, tok)
+	case opRevoke:
+		o.Out.Fence, err = st.Revoke(ctx, name)
+	case opIsHeld:
+		o.Out.Valid, err = st.IsHeld(ctx, tok)
+	case opWrite, opTxWrite:
+		err = c.write(ctx, st, kind, tok, name, o.ID, pause)
+	case opRead:
+		err = st.DB().QueryRowContext(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
+	case opGet:
+		var in fence.LeaseInfo
+		in, err = st.Get(ctx, name)
+		if err == nil {
+			o.Out.Found, o.Out.Fence, o.Out.Valid = true, in.Fence, in.State == fence.StateHeld
+		} else if errors.Is(err, fence.ErrNotFound) {
+			err = nil
+		}
+	}
+	o.Return = h.now()
+	o.Res = classify(kind, err)
+	o.Out.Res = o.Res
+	if err != nil && o.Res != resRefused && o.Res != resHeld {
+		o.Err = err.Error()
+	}
+	ep.ops[c.id] = append(ep.ops[c.id], o)
+	h.stats.record(&o)
+
+	switch {
+	case (kind == opAcquire || kind == opAcquireWait) && o.Res == resOK:
+		c.tokens[li] = fence.Token{Lease: name, Owner: o.Owner, Fence: o.Out.Fence}
+		if h.cfg.Faults[FaultPause] && c.rng.Float64() < pPauseAfterAcquire {
+			// The stale-worker case: freeze between acquire and write for
+			// longer than the TTL, then write with the token regardless.
+			h.stats.fault(FaultPause)
+			sleep(ep, c.pauseFor())
+			c.forceWrite = li
+		}
+	case o.Res == resRefused && (kind != opIsHeld || !o.Out.Valid):
+		if c.rng.Float64() < pDropRefused {
+			c.tokens[li] = fence.Token{}
+		}
+	case kind == opRelease && o.Res == resOK:
+		if c.rng.Float64() < pDropReleased {
+			c.tokens[li] = fence.Token{}
+		}
+	}
+}
+
+// write is a fenced single statement (Store.Exec) or a fenced transaction
+// (Store.InTx), or, in unsafe mode, the naive design: IsHeld in Go, then the
+// same writes without the fence.
+func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fence.Token, name string, id int64, pause time.Duration) error {
+	sc := c.h.sc
+	k := "stmt"
+	if kind == opTxWrite {
+		k = "tx"
+	}
+	if c.h.cfg.Unsafe {
+		ok, err := st.IsHeld(ctx, tok)
+		if err != nil {
+			return err // a failed read: nothing was written
+		}
+		if !ok {
+			return &fence.LostError{Lease: tok.Lease, Fence: tok.Fence, Op: "write"}
+		}
+		if pause > 0 {
+			time.Sleep(pause) // the race: a takeover lands here
+		}
+		if kind == opWrite {
+			if _, err := st.DB().ExecContext(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
+				return &fence.AmbiguousError{Op: "write", Lease: name, Err: err}
+			}
+			return nil
+		}
+		tx, err := st.DB().BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sc.sideSQL(), name); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return &fence.AmbiguousError{Op: "commit", Lease: name, Err: err}
+		}
+		return nil
+	}
+	if kind == opWrite {
+		_, err := st.Exec(ctx, tok, sc.writeSQL(true), tok.Fence, id, k, name)
+		return err
+	}
+	return st.InTx(ctx, tok, func(tx *sql.Tx) error {
+		if pause > 0 {
+			time.Sleep(pause) // between CheckTx and the commit
+		}
+		if _, err := tx.ExecContext(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, sc.sideSQL(), name)
+		return err
+	})
+}
+
+// classify maps an operation's error to the model's outcome. Anything fence
+// reports as ErrAmbiguous may have committed; every other error of a write
+// is one fence (or the database) says did not take effect.
+func classify(kind opKind, err error) outcome {
+	switch {
+	case err == nil:
+		if kind == opIsHeld {
+			return resOK
+		}
+		return resOK
+	case kind == opAcquireWait:
+		// AcquireWait retries transient errors itself, and an attempt whose
+		// connection dropped may have acquired before the retry: a failed
+		// AcquireWait is always "maybe".
+		return resAmbiguous
+	case errors.Is(err, fence.ErrAmbiguous):
+		return resAmbiguous
+	case errors.Is(err, fence.ErrNoMatch):
+		return resNoMatch
+	case errors.Is(err, fence.ErrLost):
+		return resRefused
+	case errors.Is(err, fence.ErrHeld):
+		return resHeld
+	case errors.Is(err, fence.ErrNotFound):
+		return resNotFound
+	}
+	return resFailed
+}
+
+// inject runs the fault schedule of one window until stop.
+func (h *harness) inject(stop chan struct{}) {
+	f := h.cfg.Faults
+	var kinds []string
+	if f[FaultProxy] && h.px != nil {
+		kinds = append(kinds, "proxy-reset", "proxy-blackhole", "proxy-latency")
+	}
+	restart := f[FaultRestart]
+	if len(kinds) == 0 && !restart {
+		return
+	}
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	rng := h.faultRng
+	for {
+		if !wait(time.Duration(100+rng.IntN(400)) * time.Millisecond) {
+			break
+		}
+		// A restart about once every 3 windows; it costs a second or so.
+		if restart && rng.IntN(6) == 0 {
+			h.stats.fault("restart")
+			if err := h.restart(); err != nil {
+				h.stats.error(err)
+			}
+			continue
+		}
+		if len(kinds) == 0 {
+			continue
+		}
+		k := kinds[rng.IntN(len(kinds))]
+		h.stats.fault(k)
+		switch k {
+		case "proxy-reset":
+			h.px.Reset()
+		case "proxy-blackhole":
+			h.px.BlackHole()
+			wait(time.Duration(100+rng.IntN(int(h.cfg.OpTimeout/time.Millisecond))) * time.Millisecond)
+			h.px.Unblack()
+		case "proxy-latency":
+			h.px.SetLatency(time.Duration(1+rng.IntN(30)) * time.Millisecond)
+			wait(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+			h.px.SetLatency(0)
+		}
+	}
+	if h.px != nil {
+		h.px.Heal()
+	}
+}
+
+// restart kills the database and starts it again (SQLite: every client's
+// store is closed under it and reopened).
+func (h *harness) restart() error {
+	h.restartMu.Lock()
+	defer h.restartMu.Unlock()
+	if h.d == fence.SQLite {
+		for _, c := range h.clients {
+			s, err := h.openStore(context.Background(), h.clientDSN, h.sc.p, c.clock)
+			if err != nil {
+				return err
+			}
+			old := c.store.Swap(s)
+			old.Close()
+		}
+		return nil
+	}
+	if err := h.inst.Crash(); err != nil {
+		return err
+	}
+	time.Sleep(time.Duration(50+h.faultRng.IntN(300)) * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return h.inst.Start(ctx)
+}
+
+// retry runs fn until it succeeds or a minute has passed: the harness's own
+// reads must survive a restart or a connection the proxy reset.
+func retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := fn(c)
+		cancel()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// barrier ends window w: with every client quiesced and every fault healed,
+// it waits until no orphaned statement of a dropped connection is still
+// running, reads each lease's state, logged events and protected value, and
+// hands the window to the checkers. It returns the next window's initial
+// states.
+func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) ([]state, error) {
+	end := h.now()
+	h.restartMu.Lock() // a restart in progress finishes first
+	h.restartMu.Unlock()
+	if h.px != nil {
+		h.px.Heal()
+	}
+	if q := h.sc.activeSQL(); q != "" {
+		time.Sleep(50 * time.Millisecond) // delayed chunks (latency ≤ 30ms) land
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			var n int
+			err := retry(ctx, func(ctx context.Context) error {
+				return h.admin.DB().QueryRowContext(ctx, q, h.sc.p).Scan(&n)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("torture: barrier %d: %w", w, err)
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	held := map[fence.Token]bool{}
+	for _, c := range h.clients {
+		for _, t := range c.tokens {
+			if !t.IsZero() {
+				held[t] = true
+			}
+		}
+	}
+	win := &window{index: w, start: -1, end: end, init: init, ops: make([][]op, len(h.leases))}
+	for _, cops := range ep.ops {
+		for _, o := range cops {
+			if win.start < 0 || o.Call < win.start {
+				win.start = o.Call
+			}
+			win.ops[o.Lease] = append(win.ops[o.Lease], o)
+		}
+	}
+	next := make([]state, len(h.leases))
+	for li, name := range h.leases {
+		b := op{ID: h.opSeq.Load() + int64(li) + 1, Client: len(h.clients), Lease: li, Kind: opBarrier, Res: resOK}
+		b.Call = h.now()
+		var info fence.LeaseInfo
+		var events []event
+		var txc int64
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			info, err = h.admin.Get(ctx, name)
+			b.Out.Found = err == nil
+			if errors.Is(err, fence.ErrNotFound) {
+				err = nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := h.admin.DB().QueryRowContext(ctx, h.sc.readSQL(), name).Scan(&b.Out.WFence, &b.Out.Cnt); err != nil {
+				return err
+			}
+			if events, err = h.sc.eventsSince(ctx, h.admin.DB(), name, h.direct[li].seq); err != nil {
+				return err
+			}
+			txc, err = h.sc.txCount(ctx, h.admin.DB(), name)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("torture: barrier %d: reading lease %s: %w", w, name, err)
+		}
+		b.Return = h.now()
+		if b.Out.Found {
+			b.Out.Fence, b.Out.Valid = info.Fence, info.State == fence.StateHeld
+		}
+		b.Out.Res = resOK
+		win.ops[li] = append(win.ops[li], b)
+		next[li] = state{Fence: b.Out.Fence, Valid: b.Out.Valid, WFence: b.Out.WFence, Cnt: b.Out.Cnt,
+			Orphan: b.Out.Found && !held[fence.Token{Lease: name, Owner: info.Owner, Fence: info.Fence}]}
+		for _, v := range h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt) {
+			h.checker.violation(v)
+		}
+	}
+	h.checker.submit(win)
+	h.stats.windows.Add(1)
+	return next, nil
+}
+
+// hostPort returns the host:port a DSN connects to.
+func hostPort(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	if u.Port() == "" {
+		if strings.HasPrefix(u.Scheme, "postgres") {
+			return u.Hostname() + ":5432", nil
+		}
+		return u.Hostname() + ":3306", nil
+	}
+	return u.Host, nil
+}
+
+func replaceHost(dsn, addr string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	u.Host = addr
+	return u.String()
+}
+
+var _ = os.Getenv
