@@ -210,7 +210,7 @@ type UnprovenError struct {
 }
 
 func (e *UnprovenError) Error() string {
-	msg := fmt.Sprintf("fence: lease %q fence %d: no renewal succeeded within %v; stopping before the lease can lapse", e.Token.Lease, e.Token.Fence, e.Deadline)
+	msg := fmt.Sprintf("fence: lease %q fence %d: no renewal succeeded within %v; stopping before the lease can lapse", e.Token.Lease, e.Token.Fence, e.Deadline.Round(time.Millisecond))
 	if e.Last != nil {
 		msg += ": " + e.Last.Error()
 	}
@@ -221,6 +221,11 @@ func (e *UnprovenError) Error() string {
 func (e *UnprovenError) Is(target error) bool { return target == ErrUnproven || target == ErrLost }
 func (e *UnprovenError) Unwrap() error        { return e.Last }
 
+// Whether a stall ends as Lost or Rejected depends on who notices first: the
+// renewal keeper (Lost, the job's context cancelled) or the fenced completion
+// (Rejected). Both mean the same for the caller: nothing after the takeover
+// was committed by this run.
+//
 // Run acquires the lease name, records a run, and runs job while renewing
 // the lease every TTL/3. It cancels the job's context the moment a renewal is
 // rejected, or when no renewal has succeeded within the renew deadline

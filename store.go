@@ -165,6 +165,15 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 	return v, nil
 }
 
+// DropTables removes every table Migrate created, data included. For tests
+// and uninstalling; there is no undo.
+func (s *Store) DropTables(ctx context.Context) error {
+	if err := s.drv.DropTables(ctx); err != nil {
+		return s.wrap("drop tables", "", err)
+	}
+	return nil
+}
+
 // SchemaVersion returns the applied schema version (0 before Migrate).
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	v, err := s.drv.SchemaVersion(ctx)
