@@ -1,0 +1,18 @@
+//go:build !unix
+
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+)
+
+var forwardedSignals = []os.Signal{os.Interrupt}
+
+func signalNumber(os.Signal) int { return 2 }
+
+// job needs process groups, which this platform does not have.
+func (s *supervisor) job(ctx context.Context) error {
+	return errors.New("fence run needs a Unix system: it signals the command's process group")
+}

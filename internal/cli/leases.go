@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencekit/fence"
+)
+
+// leaseJSON is one element of `fence leases --json`. The field set is
+// stable: fields may be added, never renamed or removed.
+type leaseJSON struct {
+	Name        string  `json:"name"`
+	State       string  `json:"state"`
+	Owner       string  `json:"owner"`
+	Fence       int64   `json:"fence"`
+	ExpiresAt   *string `json:"expires_at"`
+	ExpiresInMs *int64  `json:"expires_in_ms"`
+	AcquiredAt  *string `json:"acquired_at"`
+	UpdatedAt   *string `json:"updated_at"`
+	DBNow       *string `json:"db_now"`
+}
+
+func leaseToJSON(l fence.LeaseInfo) leaseJSON {
+	j := leaseJSON{
+		Name:       l.Name,
+		State:      string(l.State),
+		Owner:      l.Owner,
+		Fence:      l.Fence,
+		ExpiresAt:  jsonTime(l.ExpiresAt),
+		AcquiredAt: jsonTime(l.AcquiredAt),
+		UpdatedAt:  jsonTime(l.UpdatedAt),
+		DBNow:      jsonTime(l.DBNow),
+	}
+	if !l.ExpiresAt.IsZero() {
+		ms := l.ExpiresAt.Sub(l.DBNow).Milliseconds()
+		j.ExpiresInMs = &ms
+	}
+	return j
+}
+
+const leasesLong = `List every lease with its state by the database clock:
+
+  held      valid until EXPIRES IN from now (database time)
+  expired   its holder stopped renewing; the next acquire takes it over
+  released  its holder gave it up
+  revoked   an operator ran 'fence release --force'; the holder is stale
+
+OWNER is the first 8 characters of the owner token of the last acquisition
+(FENCE_OWNER in the command's environment); FENCE is the fence of that
+acquisition, which only ever increases.
+
+--json prints an array (empty: []) of objects with these fields:
+
+  name           string   the lease name
+  state          string   held | expired | released | revoked
+  owner          string   full owner token of the last acquisition ("" after a revoke)
+  fence          integer  fence of the last acquisition (or revoke)
+  expires_at     string   RFC 3339 UTC, milliseconds; null when released or revoked
+  expires_in_ms  integer  expires_at minus db_now: negative once expired; null
+                          when released or revoked
+  acquired_at    string   database time of the last acquisition
+  updated_at     string   database time of the last change
+  db_now         string   the database clock when the row was read
+
+Fields may be added in later versions; none is renamed or removed.`
+
+func (a *app) leasesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "leases",
+		Short: "List leases: state, owner, fence, expiry",
+		Long:  leasesLong,
+		Example: `  fence leases
+  fence leases --json | jq -r '.[] | select(.state == "held") | .name'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			s, err := a.open(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ls, err := s.List(ctx)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				out := make([]leaseJSON, len(ls))
+				for i, l := range ls {
+					out[i] = leaseToJSON(l)
+				}
+				return writeJSON(a.stdout, out)
+			}
+			return a.leasesTable(a.stdout, ls)
+		},
+	}
+}
+
+func (a *app) leasesTable(w io.Writer, ls []fence.LeaseInfo) error {
+	t := newTable(w, a.color(), 1, stateColor, "NAME", "STATE", "OWNER", "FENCE", "EXPIRES IN")
+	for _, l := range ls {
+		t.row(l.Name, string(l.State), short(l.Owner), itoa(l.Fence), expiresIn(l))
+	}
+	return t.flush()
+}
+
+// expiresIn is the EXPIRES IN cell: time left by the database clock, how
+// long ago it expired, or "-" when there is no expiry.
+func expiresIn(l fence.LeaseInfo) string {
+	switch {
+	case l.ExpiresAt.IsZero():
+		return "-"
+	case l.State == fence.StateHeld:
+		return human(l.Remaining)
+	default:
+		return human(l.DBNow.Sub(l.ExpiresAt)) + " ago"
+	}
+}

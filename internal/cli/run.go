@@ -1,0 +1,394 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencekit/fence"
+)
+
+const runLong = `Run CMD as a singleton job under lease NAME:
+
+ 1. Acquire the lease (with --wait D, keep trying for up to D) and record a
+    run in the run ledger.
+ 2. Start CMD in its own process group with these variables added to the
+    environment, so that it can make its own fenced writes:
+      FENCE_LEASE   the lease name
+      FENCE_OWNER   the owner token of this acquisition
+      FENCE_TOKEN   the fence (an integer that only ever increases)
+      FENCE_RUN_ID  the run's id in the run ledger
+      FENCE_DSN     the database DSN (passed to CMD, never printed)
+      FENCE_PREFIX  the table prefix
+ 3. Renew the lease every TTL/3. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+    fence are forwarded to CMD's process group.
+ 4. If the lease is lost (taken over, revoked) or can no longer be proven
+    (no renewal succeeded within 2/3 TTL), send SIGTERM to CMD's process
+    group, then SIGKILL after --grace. The grace is capped: SIGKILL is sent
+    no later than min(TTL/10, 1s) before the moment the lease could lapse
+    (the start of the last successful renewal plus the TTL, on the local
+    monotonic clock), so CMD does not outlive the lease. When renewals stop
+    succeeding that leaves CMD at most about TTL/3; when the lease was
+    already taken over (fence itself was paused, say), SIGKILL follows
+    SIGTERM at once.
+ 5. When CMD exits, finish the run with fenced completion (recording the exit
+    status) and release the lease. Whatever CMD left running in its process
+    group is killed then: nothing of the job outlives the run.
+
+A fenced completion is refused by the database if a newer owner took the
+lease over in the meantime: a fence process that was paused (SIGSTOP, a
+stopped VM) notices on resuming, before it commits anything, and exits 76.
+
+CMD runs in its own process group, so, like timeout(1), it cannot read from a
+terminal: when fence's stdin is a terminal, CMD's stdin is /dev/null.
+
+Exit status:
+  N    CMD's own exit status, when its completion was accepted
+       (128+S when CMD was killed by signal S, as in a shell)
+  64   usage error: a bad flag or argument
+  69   the database is unreachable
+  75   the lease was not acquired: another owner holds it (fence says which
+       and for how long); with --wait, it was still held after waiting
+  76   the lease was lost while CMD ran, or CMD's completion was rejected as
+       stale (fence says why, e.g. "lease NAME fence 3 superseded by fence 4")
+  126  CMD could not be executed; 127 CMD was not found
+A CMD that itself exits 64, 69, 75 or 76 cannot be told apart by the status
+alone: 'fence runs' shows what happened.`
+
+const runExample = `  # Run the nightly report on whichever replica gets there first:
+  fence run --lease nightly-report -- ./report.sh --since yesterday
+
+  # Wait up to 5 minutes for the previous run to finish, with a 1 minute TTL:
+  fence run --lease reindex --ttl 1m --wait 5m -- ./reindex
+
+  # A child that makes its own fenced write with the variables fence sets:
+  fence run --lease export -- sh -c 'psql "$FENCE_DSN" -c "UPDATE exports
+    SET done = true FROM fence_leases l WHERE l.lease_name = '\''$FENCE_LEASE'\''
+    AND l.fence_token = $FENCE_TOKEN AND l.owner_token = '\''$FENCE_OWNER'\''
+    AND l.leased_until_ms > extract(epoch from clock_timestamp()) * 1000"'`
+
+type runOpts struct {
+	lease            string
+	ttl, wait, grace time.Duration
+	argv             []string
+}
+
+func (a *app) runCmd() *cobra.Command {
+	var o runOpts
+	cmd := &cobra.Command{
+		Use:     "run --lease NAME [--ttl 30s] [--wait 0] [--grace 10s] -- CMD [ARGS...]",
+		Short:   "Run a command while holding a lease; its completion is fenced",
+		Long:    runLong,
+		Example: runExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.argv = args
+			return a.run(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	// Everything from CMD on is CMD's, with or without "--".
+	fl.SetInterspersed(false)
+	fl.StringVar(&o.lease, "lease", "", "lease `NAME` (required)")
+	fl.DurationVar(&o.ttl, "ttl", fence.DefaultTTL, "lease time to live, at least 100ms; renewed every TTL/3")
+	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
+	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
+	return cmd
+}
+
+func (o runOpts) validate() error {
+	hint := "see 'fence run --help'"
+	switch {
+	case o.lease == "":
+		return usagef("fence run --lease NAME -- CMD [ARGS...]", "--lease is required")
+	case len(o.argv) == 0:
+		return usagef("fence run --lease NAME -- CMD [ARGS...]", "no command to run")
+	case o.wait < 0:
+		return usagef(hint, "--wait %v is negative", o.wait)
+	case o.grace < 0:
+		return usagef(hint, "--grace %v is negative", o.grace)
+	}
+	if err := fence.ValidateName(o.lease); err != nil {
+		return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+	}
+	if err := fence.ValidateTTL(o.ttl); err != nil {
+		return usagef("use a duration such as 30s or 2m", "--ttl: %v", err)
+	}
+	if o.ttl < minRunTTL {
+		return usagef("use a duration such as 30s or 2m", "--ttl %v is too short to be renewed reliably; the minimum is %v", o.ttl, minRunTTL)
+	}
+	return nil
+}
+
+// minRunTTL is the shortest --ttl fence run accepts: renewing every TTL/3
+// takes a database round trip or two.
+const minRunTTL = 100 * time.Millisecond
+
+// Polling a held lease with --wait: sleep until the holder's expiry as the
+// database reported it, within these bounds, plus up to 25% jitter.
+const (
+	minPoll = 25 * time.Millisecond
+	maxPoll = 2 * time.Second
+)
+
+func (a *app) run(ctx context.Context, o runOpts) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath(o.argv[0]); err != nil {
+		code := ExitCannotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = ExitNotFound
+		}
+		return fail(code, fmt.Errorf("cannot run %q: %v", clip(o.argv[0]), trimExec(err)), "check the command's name, PATH and permissions")
+	}
+	s, err := a.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	sup := &supervisor{
+		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
+		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
+		ttl: o.ttl, grace: o.grace, sigs: sigs, log: a.log,
+	}
+	if isTerminal(a.stdin) {
+		sup.stdin = nil // /dev/null: a background process group cannot read the terminal
+	}
+	host, _ := os.Hostname()
+	opts := []fence.RunOption{
+		fence.WithTTL(o.ttl),
+		fence.WithRunLogger(a.log),
+		fence.WithDetail(runDetail{Command: filepath.Base(o.argv[0]), Host: host, PID: os.Getpid()}),
+	}
+
+	// --wait: retry fail-fast Runs until the deadline rather than give Run a
+	// context with a timeout, which would also bound the job.
+	deadline := time.Now().Add(o.wait)
+	backoff := minPoll
+	for {
+		res, err := fence.Run(ctx, s, o.lease, sup.job, opts...)
+		if err != nil {
+			return err
+		}
+		if res.Outcome != fence.NotAcquired {
+			return a.runOutcome(ctx, s, o, sup, res)
+		}
+		left := time.Until(deadline)
+		var held *fence.HeldError
+		var sleep time.Duration
+		switch {
+		case left <= 0:
+			return a.notAcquired(ctx, s, o, res.Err)
+		case errors.As(res.Err, &held):
+			sleep = min(max(held.Remaining, minPoll), maxPoll)
+			backoff = minPoll
+		case fence.IsRetryable(res.Err):
+			sleep = backoff
+			backoff = min(2*backoff, maxPoll)
+		default:
+			return a.notAcquired(ctx, s, o, res.Err)
+		}
+		sleep += time.Duration(rand.Int64N(int64(sleep)/4 + 1))
+		t := time.NewTimer(min(sleep, left))
+		select {
+		case <-t.C:
+		case sig := <-sigs:
+			t.Stop()
+			return fail(exitSignalBase+signalNumber(sig),
+				fmt.Errorf("interrupted by %v while waiting for lease %s", sig, quoteName(o.lease)), "")
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// runDetail is stored with the run when it starts, so that `fence runs` and
+// a competing `fence run` can say who holds the lease.
+type runDetail struct {
+	Command string `json:"command"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+}
+
+// notAcquired explains a lease that could not be acquired.
+func (a *app) notAcquired(ctx context.Context, s *fence.Store, o runOpts, err error) error {
+	var held *fence.HeldError
+	if !errors.As(err, &held) {
+		if fence.IsRetryable(err) || errors.Is(err, fence.ErrAmbiguous) {
+			return fail(ExitUnavailable, fmt.Errorf("acquiring lease %s: %w", quoteName(o.lease), err), unavailableHint)
+		}
+		return err
+	}
+	msg := fmt.Sprintf("lease %s is held by fence %d (owner %s%s) for another %s by the database clock",
+		quoteName(o.lease), held.Fence, short(held.Owner), a.holderDetail(ctx, s, held), human(held.Remaining))
+	hint := fmt.Sprintf("--wait %s waits for it; 'fence leases' shows every holder", suggestWait(held.Remaining))
+	if o.wait > 0 {
+		msg = fmt.Sprintf("still held after waiting %s: %s", human(o.wait), msg)
+		hint = "raise --wait, or see 'fence runs --lease " + o.lease + " --status running'"
+	}
+	return fail(ExitNotAcquired, errors.New(msg), hint)
+}
+
+// holderDetail is ", pid P on HOST" from the holder's running run, if it is
+// a fence run that recorded it.
+func (a *app) holderDetail(ctx context.Context, s *fence.Store, held *fence.HeldError) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rs, err := s.Runs(ctx, fence.RunFilter{Lease: held.Lease, Status: fence.RunRunning, Limit: 5})
+	if err != nil {
+		return ""
+	}
+	for _, r := range rs {
+		var d runDetail
+		if r.Fence != held.Fence || json.Unmarshal(r.Result, &d) != nil || d.PID == 0 {
+			continue
+		}
+		out := fmt.Sprintf(", run %d, pid %d", r.ID, d.PID)
+		if d.Host != "" {
+			out += " on " + cellText(clip(d.Host))
+		}
+		return out
+	}
+	return ""
+}
+
+// suggestWait rounds d up to a friendly --wait value.
+func suggestWait(d time.Duration) string {
+	for _, w := range []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour} {
+		if d < w {
+			return w.String()
+		}
+	}
+	return (d + time.Hour).Truncate(time.Hour).String()
+}
+
+// runOutcome turns the runner's result into fence run's exit status.
+func (a *app) runOutcome(ctx context.Context, s *fence.Store, o runOpts, sup *supervisor, res fence.Result) error {
+	name := quoteName(o.lease)
+	switch res.Outcome {
+	case fence.Completed:
+		return nil
+	case fence.Failed:
+		if res.Err != nil {
+			what := fmt.Sprintf("the completion of run %d (exit status %d) could not be recorded", res.RunID, sup.code)
+			if res.RunID == 0 {
+				what = "the run could not be recorded; the command was not started"
+			}
+			code, hint := classify(res.Err, "fence run")
+			if code == ExitUsage {
+				code = ExitFailure
+			}
+			return fail(code, fmt.Errorf("lease %s: %s: %w", name, what, res.Err), hint)
+		}
+		if !sup.started {
+			return fail(sup.code, res.JobErr, "check the command's name, PATH and permissions")
+		}
+		return exitStatus(sup.code)
+	case fence.Lost:
+		why, hint := a.lostReason(ctx, s, res)
+		if res.RunID == 0 || !sup.started {
+			return fail(ExitLost, fmt.Errorf("%s before the command started", why), hint)
+		}
+		return fail(ExitLost, fmt.Errorf("%s; %s; run %d is not marked succeeded", why, sup.stopReport(), res.RunID), hint)
+	case fence.Rejected:
+		why, hint := a.lostReason(ctx, s, res)
+		return fail(ExitLost, fmt.Errorf("%s; completion of run %d (exit status %d) rejected as stale", why, res.RunID, sup.code), hint)
+	}
+	return fmt.Errorf("lease %s: unexpected run outcome %q: %v", name, res.Outcome, res.Err)
+}
+
+// lostReason says why authority was lost, as "lease NAME fence N superseded
+// by fence M" and the like, and gives a hint.
+func (a *app) lostReason(ctx context.Context, s *fence.Store, res fence.Result) (string, string) {
+	name := quoteName(res.Token.Lease)
+	const slowHint = "the lease lapsed before it was renewed: was fence paused or the database slow? a longer --ttl gives more slack"
+	var le *fence.LostError
+	if errors.As(res.Err, &le) {
+		return describeLost(le), lostHint(le.Reason, slowHint)
+	}
+	var ue *fence.UnprovenError
+	if errors.As(res.Err, &ue) {
+		// The runner gave up on its own clock; the database may know more.
+		why := fmt.Sprintf("lease %s fence %d could not be renewed within %s", name, res.Token.Fence, human(ue.Deadline))
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if cur, err := s.Get(gctx, res.Token.Lease); err == nil && cur.Fence > res.Token.Fence {
+			reason := fence.LostSuperseded
+			if cur.State == fence.StateRevoked {
+				reason = fence.LostRevoked
+			}
+			le := &fence.LostError{Lease: res.Token.Lease, Fence: res.Token.Fence, Current: cur.Fence, Reason: reason}
+			return describeLost(le) + " (no renewal succeeded within " + human(ue.Deadline) + ")", lostHint(reason, slowHint)
+		}
+		if ue.Last != nil {
+			why += " (last error: " + oneLine(ue.Last.Error()) + ")"
+		}
+		return why, "renewals failed or were too slow: check the database; a longer --ttl gives more slack"
+	}
+	return fmt.Sprintf("lease %s fence %d: %s", name, res.Token.Fence, oneLine(fmt.Sprint(res.Err))), ""
+}
+
+func lostHint(r fence.LostReason, slow string) string {
+	switch r {
+	case fence.LostRevoked:
+		return "an operator revoked it ('fence release --force')"
+	case fence.LostSuperseded, fence.LostExpired:
+		return slow
+	case fence.LostMissing:
+		return "the lease row was deleted outside fence"
+	}
+	return ""
+}
+
+// describeLost is "lease NAME fence N superseded by fence M" and the like.
+func describeLost(e *fence.LostError) string {
+	name := quoteName(e.Lease)
+	switch e.Reason {
+	case fence.LostSuperseded:
+		return fmt.Sprintf("lease %s fence %d superseded by fence %d", name, e.Fence, e.Current)
+	case fence.LostRevoked:
+		return fmt.Sprintf("lease %s fence %d revoked (fence is now %d)", name, e.Fence, e.Current)
+	case fence.LostExpired:
+		return fmt.Sprintf("lease %s fence %d expired by the database clock", name, e.Fence)
+	case fence.LostReleased:
+		return fmt.Sprintf("lease %s fence %d was released", name, e.Fence)
+	case fence.LostMissing:
+		return fmt.Sprintf("lease %s fence %d: the lease row no longer exists", name, e.Fence)
+	}
+	return fmt.Sprintf("lease %s fence %d no longer holds the lease", name, e.Fence)
+}
+
+// exitStatus is the command's own non-zero exit status: fence run exits
+// with it and prints nothing, the command has spoken for itself.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// lapseMargin is how long before the lease could lapse the command is
+// killed at the latest: room for the kill to take effect and for the local
+// clock to run a little slower than the database's.
+func lapseMargin(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
+
+func trimExec(err error) string {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err.Error()
+	}
+	return err.Error()
+}
