@@ -180,3 +180,7 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// NowSQL returns the database clock in milliseconds as an SQL expression
+// (clock_timestamp(), not the transaction's start).
+func (d *Driver) NowSQL() string { return d.q.nowMs }

@@ -88,6 +88,7 @@ type statements struct {
 
 	schemaLock, schemaCreate, schemaVersion, schemaRecord, dropTables string
 
+	nowMs         string // the database clock in milliseconds, as SQL
 	guardTemplate string // guard.sql rendered except for its placeholders
 	migrations    []Migration
 }
@@ -102,7 +103,7 @@ func loadStatements(prefix string) (*statements, error) {
 		return nil, err
 	}
 	guard = strings.NewReplacer("{{now_ms}}", nowMs, "{{prefix}}", prefix).Replace(guard)
-	s := &statements{guardTemplate: guard}
+	s := &statements{guardTemplate: guard, nowMs: nowMs}
 	for _, f := range []struct {
 		file string
 		dst  *string

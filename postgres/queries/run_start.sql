@@ -13,7 +13,8 @@ WITH started AS (
 ),
 abandoned AS (
     UPDATE {{prefix}}runs AS r
-    SET status = 'abandoned', finished_at_ms = started.started_at_ms
+    SET status = 'abandoned', finished_at_ms = started.started_at_ms,
+        error_text = 'superseded by fence ' || started.fence_token
     FROM started
     WHERE r.lease_name = started.lease_name AND r.status = 'running'
       AND r.fence_token < started.fence_token
