@@ -144,3 +144,37 @@ func sessionConn(t testing.TB, db *sql.DB, iso string, lockWaitSec int) *sql.Con
 }
 
 var isolations = []string{"REPEATABLE READ", "READ COMMITTED"}
+
+// waitRunning waits until the server shows a statement containing every one
+// of parts running (in PROCESSLIST), then a little longer, so that a test
+// knows the statement has started, and is blocked if it is going to be,
+// before it goes on. Under load a goroutine's statement can start late.
+func waitRunning(t testing.TB, db *sql.DB, parts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !running(t, db, parts...) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no statement with %q ever ran", parts)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+}
+
+// running reports whether a statement containing every one of parts is
+// running now.
+func running(t testing.TB, db *sql.DB, parts ...string) bool {
+	t.Helper()
+	// Not this query itself, whose text holds the patterns.
+	q := "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND ID <> CONNECTION_ID()"
+	args := []any{}
+	for _, p := range parts {
+		q += " AND INFO LIKE ?"
+		args = append(args, "%"+p+"%")
+	}
+	var n int
+	if err := db.QueryRowContext(ctxT(t), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}

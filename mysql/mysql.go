@@ -7,7 +7,9 @@
 // in MySQL 8.0.20+) and no user variables in expressions (deprecated in
 // MySQL 8). Values that a single statement must hand back (the new fence of
 // an acquire or a revoke, the new expiry of a renew) come back as the insert
-// id through LAST_INSERT_ID(expr).
+// id through LAST_INSERT_ID(expr); a trigger on the table makes MariaDB
+// report that insert id as 0, and then the session's LAST_INSERT_ID() is
+// read back on the same connection.
 //
 // Time is integer milliseconds of the database clock, computed independently
 // of the session time zone. Two clocks are used, chosen per statement (see
@@ -18,9 +20,11 @@
 //     the guard that a user's multi-row statement may evaluate per row) and
 //     for reads that never wait;
 //   - the execution time (SYSDATE(6)), used where a single-row check runs
-//     after waiting for a row lock (renew, release, LockTx, fenced
+//     after waiting for a row lock (renew, release, LockTx, run start, fenced
 //     completion), so that a lease that lapsed during the wait is seen as
 //     lapsed. A server run with --sysdate-is-now falls back to the first.
+//     (Statement-based replication would replay SYSDATE() differently; use
+//     row-based binlogs, the default of MySQL 8.)
 //
 // The guard predicate and LockTx read the lease row with LOCK IN SHARE MODE.
 // InnoDB would read it without a lock (a snapshot) in a single-table UPDATE

@@ -147,20 +147,36 @@ func TestStaleWriteBlockedOnTargetDoesNotLandAfterTakeover(t *testing.T) {
 					n   int64
 					err error
 				}
+				var wconn int64
+				if err := w.db.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&wconn); err != nil {
+					t.Fatal(err)
+				}
 				staleDone := make(chan outcome, 1)
 				go func() {
 					n, err := sw.run(ctx, w, table, a, runID)
 					record("stale write returned " + strconv.FormatInt(n, 10))
 					staleDone <- outcome{n, err}
 				}()
-				time.Sleep(300 * time.Millisecond)
+				// The stale write must be under way (blocked on the held row)
+				// before the takeover starts.
+				waitConn(t, d.db, wconn)
 				takeoverDone := make(chan error, 1)
 				go func() {
 					err := takeover(ctx, d.db, d, "job", 20)
 					record("takeover committed")
 					takeoverDone <- err
 				}()
-				time.Sleep(300 * time.Millisecond)
+				// Give the takeover time to commit, or to be seen waiting.
+				var takeoverErr error
+				tookOver := false
+				for i := 0; i < 2000 && !tookOver && !running(t, d.db, "owner_token = 'B'", d.prefix+"leases"); i++ {
+					select {
+					case takeoverErr = <-takeoverDone:
+						tookOver = true
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				time.Sleep(200 * time.Millisecond)
 				record("other transaction ends")
 				if sw.name == "guarded-insert-select" {
 					err = other.Rollback()
@@ -171,8 +187,11 @@ func TestStaleWriteBlockedOnTargetDoesNotLandAfterTakeover(t *testing.T) {
 					t.Fatal(err)
 				}
 				st := <-staleDone
-				if err := <-takeoverDone; err != nil {
-					t.Fatalf("takeover: %v", err)
+				if !tookOver {
+					takeoverErr = <-takeoverDone
+				}
+				if takeoverErr != nil {
+					t.Fatalf("takeover: %v", takeoverErr)
 				}
 				if st.err != nil {
 					t.Fatalf("stale write: %v (events %v)", st.err, events)
@@ -198,5 +217,26 @@ func TestStaleWriteBlockedOnTargetDoesNotLandAfterTakeover(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// waitConn waits until connection id is running a statement.
+func waitConn(t testing.TB, db *sql.DB, id int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND COMMAND = 'Query'", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			time.Sleep(100 * time.Millisecond)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connection %d never ran its statement", id)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -104,13 +104,15 @@ func TestRunLedger(t *testing.T) {
 
 		// Sweep: a running run whose generation lapsed becomes lost; a valid
 		// one stays.
-		c := mustAcquire(t, d, "short", "C", 100)
+		c := mustAcquire(t, d, "short", "C", 1000)
 		idShort, _, _ := d.RunStart(ctx, driver.StartRunParams{Token: c})
 		idValid, _, _ := d.RunStart(ctx, driver.StartRunParams{Token: b})
 		if n, err := d.RunSweep(ctx); err != nil || n != 0 {
 			t.Fatalf("sweep with every generation valid: %d %v", n, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		if l, _, _ := d.LeaseGet(ctx, "short"); l.LeasedUntilMs > l.NowMs {
+			time.Sleep(time.Duration(l.LeasedUntilMs-l.NowMs+50) * time.Millisecond)
+		}
 		if n, err := d.RunSweep(ctx); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
 		}

@@ -1,1 +1,18 @@
+-- The fence predicate composed into a user's UPDATE, DELETE or INSERT ...
+-- SELECT. LOCK IN SHARE MODE (MariaDB has no FOR SHARE; MySQL 8 accepts
+-- both, and takes locking clauses in subqueries) makes InnoDB read the
+-- latest committed lease row and S-lock it to the end of the transaction:
+-- measured on MariaDB 10.11, a takeover then waits under REPEATABLE READ and
+-- READ COMMITTED alike, in all three statement kinds. Without the clause a
+-- single-table UPDATE or an INSERT ... SELECT under READ COMMITTED reads a
+-- snapshot without a lock, and a stale write blocked on its target row lands
+-- after the takeover (the race test's control); DELETE, and any statement
+-- under REPEATABLE READ, lock anyway.
+--
+-- MariaDB evaluates this uncorrelated subquery once, while optimising, so
+-- the lease row is locked before the statement waits for any target row.
+-- MySQL 8.0.21+ may turn it into a semijoin and evaluate it per row; the
+-- clock is therefore the statement start, the same for every row, so a
+-- multi-row write is never cut in two by the lease lapsing halfway.
+-- The alias keeps clear of the user's own table names.
 EXISTS (SELECT 1 FROM {{prefix}}leases AS fence_l WHERE fence_l.lease_name = ? AND fence_l.owner_token = ? AND fence_l.fence_token = ? AND fence_l.leased_until_ms > {{now}} LOCK IN SHARE MODE)
