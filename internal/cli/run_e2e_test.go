@@ -1,0 +1,518 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence"
+)
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		// eachBackend migrated once already.
+		r := b.fence(t, "migrate")
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		if !regexp.MustCompile(`^schema version [1-9][0-9]* \(tables ` + b.prefix + `leases, `).MatchString(r.stdout) {
+			t.Errorf("migrate output: %q", r.stdout)
+		}
+		r = b.fence(t, "migrate", "--json")
+		var v struct {
+			SchemaVersion int    `json:"schema_version"`
+			Prefix        string `json:"prefix"`
+		}
+		if r.code != 0 || jsonUnmarshal(r.stdout, &v) != nil || v.SchemaVersion < 1 || v.Prefix != b.prefix {
+			t.Errorf("migrate --json: %+v\n%v", v, r)
+		}
+	})
+}
+
+func TestRunPassesExitStatusAndEnvironment(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		lease := "job:" + b.prefix
+		envFile := filepath.Join(b.dir, "env.txt")
+		script := `printf '%s\n' "$FENCE_LEASE" "$FENCE_OWNER" "$FENCE_TOKEN" "$FENCE_RUN_ID" "$FENCE_DSN" "$FENCE_PREFIX" > ` + envFile + `; echo out; exit 3`
+		r := b.fence(t, "run", "--lease", lease, "--", "sh", "-c", script)
+		if r.code != 3 {
+			t.Fatalf("want the command's exit status 3: %v", r)
+		}
+		if r.stdout != "out\n" || r.stderr != "" {
+			t.Errorf("fence run should add nothing to a failing command's output: %v", r)
+		}
+		got, err := os.ReadFile(envFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
+		if len(env) != 6 || env[0] != lease || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(env[1]) ||
+			env[2] != "1" || env[4] != b.dsn || env[5] != b.prefix {
+			t.Errorf("environment of the command: %q", env)
+		}
+
+		if r := b.fence(t, "run", "--lease", lease, "--", "sh", "-c", "kill -KILL $$"); r.code != 128+9 {
+			t.Errorf("a command killed by SIGKILL: want exit 137: %v", r)
+		}
+		if r := b.fence(t, "run", "--lease", lease, "true"); r.code != 0 {
+			t.Errorf("fence run true: %v", r)
+		}
+		if r := b.fence(t, "run", "--lease", lease, "--", "no-such-command-fence-test"); r.code != ExitNotFound {
+			t.Errorf("a command that does not exist: want exit 127: %v", r)
+		}
+
+		runs := b.runsJSON(t, "--lease", lease)
+		if len(runs) != 3 {
+			t.Fatalf("want 3 runs, newest first: %+v", runs)
+		}
+		want := []struct {
+			status string
+			fence  int64
+			code   int
+		}{{"succeeded", 3, 0}, {"failed", 2, 137}, {"failed", 1, 3}}
+		for i, w := range want {
+			r := runs[i]
+			if string(r.Status) != w.status || r.Fence != w.fence || r.ExitCode == nil || *r.ExitCode != w.code ||
+				r.Lease != lease || r.FinishedAt == nil || r.DurationMs == nil {
+				t.Errorf("run %d: want %s fence %d exit %d, got %+v", i, w.status, w.fence, w.code, r)
+			}
+		}
+		if strconv.FormatInt(runs[2].ID, 10) != env[3] || runs[2].Owner != env[1] {
+			t.Errorf("FENCE_RUN_ID %s / FENCE_OWNER %s do not match the run %+v", env[3], env[1], runs[2])
+		}
+		if l := b.lease(t, lease); l.State != "released" || l.Fence != 3 {
+			t.Errorf("after the runs the lease should be released at fence 3: %+v", l)
+		}
+	})
+}
+
+func TestRunContention(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		started := filepath.Join(b.dir, "started")
+		a := b.start(t, "run", "--lease", "contended", "--ttl", "10s", "--", "sh", "-c", "touch "+started+"; sleep 3")
+		waitFile(t, started, 30*time.Second)
+
+		r := b.fence(t, "run", "--lease", "contended", "--", "sh", "-c", "echo must-not-run")
+		if r.code != ExitNotAcquired {
+			t.Fatalf("second fence run: want exit 75: %v", r)
+		}
+		if strings.Contains(r.stdout, "must-not-run") {
+			t.Errorf("the second command ran: %v", r)
+		}
+		oneErrorLine(t, r, "lease contended is held by fence 1 (owner ")
+		if !regexp.MustCompile(`for another [0-9.]+m?s by the database clock`).MatchString(r.stderr) ||
+			!strings.Contains(r.stderr, "pid "+strconv.Itoa(a.cmd.Process.Pid)) {
+			t.Errorf("the holder and its time left should be named: %s", r.stderr)
+		}
+
+		if ra := a.wait(time.Minute); ra.code != 0 {
+			t.Fatalf("the holder: %v", ra)
+		}
+		runs := b.runsJSON(t, "--lease", "contended")
+		if len(runs) != 1 || runs[0].Status != "succeeded" {
+			t.Errorf("only the holder should have a run, succeeded: %+v", runs)
+		}
+	})
+}
+
+// The article's story with real processes: A's fence process is paused
+// while it holds the lease, B takes over and completes, A resumes.
+func TestRunPausedRunnerExitsLost(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		started := filepath.Join(b.dir, "started")
+		a := b.start(t, "run", "--lease", "story", "--ttl", "1500ms", "--", "sh", "-c", "touch "+started+"; sleep 4; echo done")
+		waitFile(t, started, 30*time.Second) // A's run is recorded
+		a.signal(syscall.SIGSTOP)
+		time.Sleep(2500 * time.Millisecond) // past A's TTL
+
+		// --wait only for robustness on a slow machine: A's lease lapses
+		// 1.5s after its last renewal at the latest.
+		rb := b.fence(t, "run", "--lease", "story", "--wait", "30s", "--", "true")
+		if rb.code != 0 {
+			t.Fatalf("B: %v", rb)
+		}
+		a.signal(syscall.SIGCONT)
+		ra := a.wait(time.Minute)
+		if ra.code != ExitLost {
+			t.Fatalf("A after SIGCONT: want exit 76: %v", ra)
+		}
+		oneErrorLine(t, ra, "lease story fence 1 superseded by fence 2")
+
+		runs := b.runsJSON(t, "--lease", "story")
+		if len(runs) != 2 {
+			t.Fatalf("want A's and B's runs: %+v", runs)
+		}
+		if runs[0].Fence != 2 || runs[0].Status != "succeeded" {
+			t.Errorf("B's run: %+v", runs[0])
+		}
+		if runs[1].Fence != 1 || runs[1].Status == "succeeded" || runs[1].Status == "running" {
+			t.Errorf("A's run must end neither succeeded nor running: %+v", runs[1])
+		}
+	})
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		for _, c := range []struct {
+			sig  syscall.Signal
+			name string
+			code int
+		}{{syscall.SIGTERM, "TERM", 7}, {syscall.SIGINT, "INT", 9}} {
+			started := filepath.Join(b.dir, "started-"+c.name)
+			got := filepath.Join(b.dir, "got-"+c.name)
+			script := `trap 'echo ` + c.name + ` > ` + got + `; exit ` + strconv.Itoa(c.code) + `' ` + c.name +
+				`; touch ` + started + `; while :; do sleep 0.1; done`
+			p := b.start(t, "run", "--lease", "signals", "--ttl", "10s", "--", "sh", "-c", script)
+			waitFile(t, started, 30*time.Second)
+			p.signal(c.sig)
+			r := p.wait(time.Minute)
+			if r.code != c.code {
+				t.Errorf("SIG%s: want the command's exit status %d: %v", c.name, c.code, r)
+			}
+			if b, err := os.ReadFile(got); err != nil || string(b) != c.name+"\n" {
+				t.Errorf("SIG%s did not reach the command: %q %v", c.name, b, err)
+			}
+		}
+		runs := b.runsJSON(t, "--lease", "signals")
+		if len(runs) != 2 || runs[0].Status != "failed" || runs[0].ExitCode == nil || *runs[0].ExitCode != 9 ||
+			runs[1].ExitCode == nil || *runs[1].ExitCode != 7 {
+			t.Errorf("runs: %+v", runs)
+		}
+	})
+}
+
+func TestRunWait(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		started := filepath.Join(b.dir, "started")
+		a := b.start(t, "run", "--lease", "queue", "--ttl", "10s", "--", "sh", "-c", "touch "+started+"; sleep 3")
+		waitFile(t, started, 30*time.Second)
+
+		short := b.start(t, "run", "--lease", "queue", "--wait", "300ms", "--", "true")
+		long := b.start(t, "run", "--lease", "queue", "--wait", "60s", "--", "sh", "-c", `echo "fence $FENCE_TOKEN"`)
+
+		rs := short.wait(time.Minute)
+		if rs.code != ExitNotAcquired {
+			t.Errorf("--wait 300ms on a lease held for 3s: want 75: %v", rs)
+		}
+		oneErrorLine(t, rs, "still held after waiting 300ms: lease queue is held by fence 1")
+		if rs.elapsed < 300*time.Millisecond {
+			t.Errorf("--wait 300ms gave up after %v", rs.elapsed)
+		}
+
+		rl := b.start(t, "run", "--lease", "queue", "--wait", "0", "--", "true").wait(time.Minute)
+		if rl.code != ExitNotAcquired {
+			t.Errorf("--wait 0 while held: want 75: %v", rl)
+		}
+
+		if ra := a.wait(time.Minute); ra.code != 0 {
+			t.Fatalf("holder: %v", ra)
+		}
+		rw := long.wait(time.Minute)
+		if rw.code != 0 || rw.stdout != "fence 2\n" {
+			t.Errorf("--wait 60s: want to acquire fence 2 after the holder: %v", rw)
+		}
+	})
+}
+
+func TestReleaseForceStopsHolder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		started := filepath.Join(b.dir, "started")
+		got := filepath.Join(b.dir, "got")
+		bgpid := filepath.Join(b.dir, "bgpid")
+		// The command ignores SIGTERM and leaves a background process in its
+		// group: SIGKILL must come anyway, before the lease could lapse and
+		// long before --grace 60s, and must take the whole group.
+		// (Its shell's "Terminated" notices go to /dev/null: stderr is fence's.)
+		script := `exec 2>/dev/null; trap 'echo TERM >> ` + got + `' TERM; sleep 300 & echo $! > ` + bgpid +
+			`; touch ` + started + `; while :; do sleep 0.1; done`
+		a := b.start(t, "run", "--lease", "revoked", "--ttl", "3s", "--grace", "60s", "--", "sh", "-c", script)
+		waitFile(t, started, 30*time.Second)
+		bg, err := os.ReadFile(bgpid)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		rel := time.Now()
+		r := b.fence(t, "release", "revoked", "--force", "--yes")
+		if r.code != 0 || !strings.Contains(r.stdout, "revoked lease revoked: fence is now 2; its holder (fence 1, owner ") {
+			t.Fatalf("release --force: %v", r)
+		}
+		ra := a.wait(time.Minute)
+		if ra.code != ExitLost {
+			t.Fatalf("holder after release --force: want 76: %v", ra)
+		}
+		if took := time.Since(rel); took > 20*time.Second {
+			t.Errorf("the holder took %v to stop: --grace 60s should be capped by the lease's 3s TTL", took)
+		}
+		oneErrorLine(t, ra, "lease revoked fence 1 revoked (fence is now 2)")
+		if !strings.Contains(ra.stderr, "SIGKILL") {
+			t.Errorf("a command that ignores SIGTERM must be killed: %s", ra.stderr)
+		}
+		if g, _ := os.ReadFile(got); !strings.Contains(string(g), "TERM") {
+			t.Errorf("the command did not get SIGTERM first")
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(bg)))
+		if pid <= 0 || alive(pid) {
+			t.Errorf("the command's background process %d outlived it", pid)
+		}
+
+		runs := b.runsJSON(t, "--lease", "revoked")
+		if len(runs) != 1 || runs[0].Status != "lost" || runs[0].Error == nil || !strings.Contains(*runs[0].Error, "revoked") {
+			t.Errorf("the holder's run: %+v", runs)
+		}
+		if l := b.lease(t, "revoked"); l.State != "revoked" || l.Fence != 2 || l.Owner != "" || l.ExpiresAt != nil {
+			t.Errorf("lease after revoke: %+v", l)
+		}
+		// The next acquisition continues the fence.
+		if r := b.fence(t, "run", "--lease", "revoked", "--", "sh", "-c", `test "$FENCE_TOKEN" = 3`); r.code != 0 {
+			t.Errorf("after a revoke the next run should get fence 3: %v", r)
+		}
+	})
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			if syscall.Kill(pid, 0) != nil {
+				return false
+			}
+		} else if f := strings.Fields(string(st)); len(f) > 2 && (f[2] == "Z" || f[2] == "X") {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestListingsJSON(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b *backend) {
+		if r := b.fence(t, "leases", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+			t.Errorf("no leases: want []: %v", r)
+		}
+		if r := b.fence(t, "runs", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+			t.Errorf("no runs: want []: %v", r)
+		}
+		if r := b.fence(t, "run", "--lease", "done", "true"); r.code != 0 {
+			t.Fatal(r)
+		}
+		started := filepath.Join(b.dir, "started")
+		p := b.start(t, "run", "--lease", "busy", "--ttl", "20s", "--", "sh", "-c", "touch "+started+"; sleep 30")
+		waitFile(t, started, 30*time.Second)
+
+		var leases []map[string]any
+		r := b.fence(t, "leases", "--json")
+		if err := jsonUnmarshal(r.stdout, &leases); err != nil || len(leases) != 2 {
+			t.Fatalf("leases --json: %v\n%v", err, r)
+		}
+		wantKeys(t, leases[0], "name", "state", "owner", "fence", "expires_at", "expires_in_ms", "acquired_at", "updated_at", "db_now")
+		busy, done := leases[0], leases[1] // ordered by name
+		if busy["name"] != "busy" || busy["state"] != "held" || busy["fence"] != 1.0 || len(busy["owner"].(string)) != 32 {
+			t.Errorf("held lease: %v", busy)
+		}
+		if ms, ok := busy["expires_in_ms"].(float64); !ok || ms <= 0 || ms > 20000 {
+			t.Errorf("held lease expires_in_ms: %v", busy["expires_in_ms"])
+		}
+		for _, k := range []string{"expires_at", "acquired_at", "updated_at", "db_now"} {
+			if s, _ := busy[k].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(s) {
+				t.Errorf("%s = %v, want RFC 3339 UTC with milliseconds", k, busy[k])
+			}
+		}
+		if done["state"] != "released" || done["expires_at"] != nil || done["expires_in_ms"] != nil {
+			t.Errorf("released lease: %v", done)
+		}
+
+		var runs []map[string]any
+		r = b.fence(t, "runs", "--json")
+		if err := jsonUnmarshal(r.stdout, &runs); err != nil || len(runs) != 2 {
+			t.Fatalf("runs --json: %v\n%v", err, r)
+		}
+		wantKeys(t, runs[0], "id", "lease", "owner", "fence", "status", "started_at", "finished_at", "duration_ms", "exit_code", "error", "result")
+		running, finished := runs[0], runs[1]
+		if running["lease"] != "busy" || running["status"] != "running" || running["finished_at"] != nil ||
+			running["duration_ms"] != nil || running["exit_code"] != nil || running["error"] != nil {
+			t.Errorf("running run: %v", running)
+		}
+		if res, _ := running["result"].(map[string]any); res["command"] != "sh" || res["pid"] != float64(p.cmd.Process.Pid) {
+			t.Errorf("running run's result should name the command and fence's pid: %v", running["result"])
+		}
+		if finished["status"] != "succeeded" || finished["exit_code"] != 0.0 || finished["duration_ms"] == nil {
+			t.Errorf("finished run: %v", finished)
+		}
+		if r := b.runsJSON(t, "--status", "running"); len(r) != 1 || r[0].Lease != "busy" {
+			t.Errorf("--status running: %+v", r)
+		}
+		if r := b.runsJSON(t, "--limit", "1"); len(r) != 1 || r[0].Lease != "busy" {
+			t.Errorf("--limit 1: %+v", r)
+		}
+
+		// The tables, for people.
+		r = b.fence(t, "leases")
+		if !regexp.MustCompile(`(?m)^NAME +STATE +OWNER +FENCE +EXPIRES IN\n`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^busy +held +[0-9a-f]{8} +1 +[0-9.]+s$`).MatchString(r.stdout) ||
+			strings.Contains(r.stdout, "\x1b") {
+			t.Errorf("leases table:\n%s", r.stdout)
+		}
+		r = b.fence(t, "runs")
+		if !regexp.MustCompile(`(?m)^ID +LEASE +FENCE +STATUS +STARTED +DURATION +EXIT +ERROR\n`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^\d+ +busy +1 +running +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
+			t.Errorf("runs table:\n%s", r.stdout)
+		}
+		p.signal(syscall.SIGTERM)
+		p.wait(time.Minute)
+	})
+}
+
+func wantKeys(t *testing.T, m map[string]any, keys ...string) {
+	t.Helper()
+	if len(m) != len(keys) {
+		t.Errorf("JSON object has %d fields, want %d (%v): %v", len(m), len(keys), keys, m)
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON object has no %q: %v", k, m)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	b := sqliteOnly(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--", "true"}, "--lease is required"},
+		{[]string{"run", "--lease", "x"}, "no command to run"},
+		{[]string{"run", "--lease", "x", "--ttl", "soon", "--", "true"}, `invalid argument "soon" for "--ttl"`},
+		{[]string{"run", "--lease", "x", "--ttl", "0s", "--", "true"}, "--ttl"},
+		{[]string{"run", "--lease", "x", "--ttl", "10ms", "--", "true"}, "too short"},
+		{[]string{"run", "--lease", "x", "--grace", "-1s", "--", "true"}, "--grace -1s is negative"},
+		{[]string{"run", "--lease", "x", "--wait", "-1s", "--", "true"}, "--wait -1s is negative"},
+		{[]string{"run", "--lease", "", "--", "true"}, "--lease is required"},
+		{[]string{"run", "--lease", "a\x01b", "--", "true"}, "control character"},
+		{[]string{"run", "--bogus", "--lease", "x", "--", "true"}, "unknown flag: --bogus"},
+		{[]string{"runs", "--status", "won"}, `unknown --status "won"`},
+		{[]string{"runs", "--limit", "-1"}, "--limit -1 is negative"},
+		{[]string{"runs", "--limit", "many"}, `invalid argument "many"`},
+		{[]string{"release", "x"}, "needs --force"},
+		{[]string{"release"}, "exactly one lease name"},
+		{[]string{"leases", "extra"}, `unexpected argument "extra"`},
+		{[]string{"leasse"}, "did you mean 'fence leases'?"},
+		{[]string{"--log-level", "loud", "leases"}, `unknown --log-level "loud"`},
+		{[]string{"--prefix", "no-dashes", "leases"}, "--prefix"},
+		{[]string{"--dsn", "oracle://x", "leases"}, `unknown DSN scheme "oracle"`},
+	} {
+		r := b.fence(t, c.args...)
+		if r.code != ExitUsage {
+			t.Errorf("fence %q: want exit 64: %v", c.args, r)
+			continue
+		}
+		oneErrorLine(t, r, c.want)
+	}
+}
+
+func TestUnreachableDatabase(t *testing.T) {
+	const password = "s3cr3t-pw"
+	dir := t.TempDir()
+	b := &backend{name: "none", dir: dir, prefix: fence.DefaultPrefix}
+	for _, dsn := range []string{
+		// Port 1 on the loopback: nothing listens there, the refusal is immediate.
+		"postgres://fence:" + password + "@127.0.0.1:1/fence?sslmode=disable",
+		"postgresql://fence@127.0.0.1:1/fence?sslmode=disable&password=" + password,
+		"mysql://fence:" + password + "@127.0.0.1:1/fence",
+		"sqlite:" + filepath.Join(dir, "no", "such", "dir", "fence.db"),
+	} {
+		for _, args := range [][]string{
+			{"--dsn", dsn, "leases"},
+			{"--dsn", dsn, "run", "--lease", "x", "--", "true"},
+			{"--dsn", dsn, "migrate"},
+		} {
+			r := b.fence(t, args...)
+			if r.code != ExitUnavailable {
+				t.Errorf("fence %q: want exit 69: %v", args[2:], r)
+			}
+			oneErrorLine(t, r, "database unavailable")
+			if strings.Contains(r.stderr+r.stdout, password) {
+				t.Errorf("the password was printed: %v", r)
+			}
+		}
+		// The same through FENCE_DSN.
+		b.dsn = dsn
+		r := b.fence(t, "runs")
+		if r.code != ExitUnavailable || strings.Contains(r.stderr, password) {
+			t.Errorf("FENCE_DSN: want exit 69 without the password: %v", r)
+		}
+	}
+}
+
+func TestNotMigrated(t *testing.T) {
+	dir := t.TempDir()
+	b := &backend{name: "sqlite", dsn: "sqlite:" + filepath.Join(dir, "fresh.db"), prefix: fence.DefaultPrefix, dir: dir}
+	for _, args := range [][]string{{"leases"}, {"runs"}, {"run", "--lease", "x", "true"}, {"release", "x", "--force"}} {
+		r := b.fence(t, args...)
+		if r.code != ExitFailure {
+			t.Errorf("fence %q on a fresh database: %v", args, r)
+		}
+		oneErrorLine(t, r, "run 'fence migrate' first")
+	}
+}
+
+func TestReleaseUnknownLease(t *testing.T) {
+	b := sqliteOnly(t)
+	r := b.fence(t, "release", "nope", "--force")
+	if r.code != ExitFailure {
+		t.Fatalf("%v", r)
+	}
+	oneErrorLine(t, r, "no lease named nope")
+}
+
+func TestDemo(t *testing.T) {
+	b := &backend{name: "none", dir: t.TempDir(), dsn: "postgres://ignored@127.0.0.1:1/x", prefix: fence.DefaultPrefix}
+	r := b.fence(t, "demo")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	for _, want := range []string{
+		"A  acquires lease admin:reconciliation for 1s: fence 1",
+		"the lease expires by the database clock",
+		"B  acquires the expired lease: fence 2",
+		"A's run 1 is now abandoned",
+		"-> 1 row",
+		"B  completes run 2 with fenced completion: succeeded",
+		"A  -> 0 rows: lease admin:reconciliation fence 1 superseded by fence 2",
+		"B's result is intact",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ +2 +admin:reconciliation +2 +succeeded `).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^ +1 +admin:reconciliation +1 +(abandoned|lost) `).MatchString(r.stdout) {
+		t.Errorf("demo runs table:\n%s", r.stdout)
+	}
+	if r.stderr != "" {
+		t.Errorf("demo stderr: %s", r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	b := &backend{name: "none", dir: t.TempDir(), prefix: fence.DefaultPrefix}
+	r := b.fence(t, "version")
+	if r.code != 0 || !regexp.MustCompile(`^fence \S+ \(go\S+ \w+/\w+\)\n$`).MatchString(r.stdout) {
+		t.Errorf("version: %v", r)
+	}
+	var v map[string]string
+	r = b.fence(t, "version", "--json")
+	if r.code != 0 || jsonUnmarshal(r.stdout, &v) != nil || v["version"] == "" || v["go"] == "" || v["platform"] == "" {
+		t.Errorf("version --json: %v", r)
+	}
+}
