@@ -94,22 +94,13 @@ func (s *Store) expandNow(q string, args []any) (string, []any, error) {
 	if !strings.Contains(q, NowMarker) {
 		return q, args, nil
 	}
-	n, ok := s.drv.(interface{ NowSQL() string })
-	if !ok {
-		return "", nil, fmt.Errorf("%w: the %s driver cannot expand %s", ErrInvalid, s.dialect, NowMarker)
-	}
-	return splice(s.dialect, q, args, NowMarker, 0, func(int) (string, []any) { return n.NowSQL(), nil })
+	return splice(s.dialect, q, args, NowMarker, 0, func(int) (string, []any) { return s.drv.NowSQL(), nil })
 }
 
 // NowSQL returns the database clock in integer milliseconds as an SQL
 // expression of the store's dialect, for statements that stamp rows with
 // database time ({{now_ms}} in Exec does the same).
-func (s *Store) NowSQL() string {
-	if n, ok := s.drv.(interface{ NowSQL() string }); ok {
-		return n.NowSQL()
-	}
-	return ""
-}
+func (s *Store) NowSQL() string { return s.drv.NowSQL() }
 
 // Rebind turns ? placeholders into the dialect's own ($1, $2, … on
 // PostgreSQL), leaving string literals, quoted names and comments alone, so

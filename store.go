@@ -516,10 +516,7 @@ func (s *Store) wrapWrite(op, lease string, err error) error {
 // statement did not commit (a server-side error), rather than a failure
 // somewhere between us and the commit.
 func (s *Store) definite(err error) bool {
-	if d, ok := s.drv.(interface{ IsServerError(error) bool }); ok {
-		return d.IsServerError(err)
-	}
-	return false
+	return s.drv.IsServerError(err)
 }
 
 func tp(t Token) driver.TokenParams {

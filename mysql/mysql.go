@@ -148,3 +148,7 @@ func (d *Driver) DB() *sql.DB { return d.db }
 
 // Placeholder returns "?".
 func (d *Driver) Placeholder() string { return "?" }
+
+// NowSQL returns the database clock in milliseconds as an SQL expression
+// (the statement's start, independent of the session time zone).
+func (d *Driver) NowSQL() string { return nowMs }

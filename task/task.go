@@ -117,9 +117,6 @@ func New(fs *fence.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	now := fs.NowSQL()
-	if now == "" {
-		return nil, fmt.Errorf("task: the %s store cannot stamp database time", fs.Dialect())
-	}
 	entries, err := queries.ReadDir("queries")
 	if err != nil {
 		return nil, err

@@ -156,6 +156,9 @@ type Driver interface {
 	LockTx(ctx context.Context, q Querier, t TokenParams) (bool, error)
 	// Placeholder reports the dialect's placeholder style: "?" or "$".
 	Placeholder() string
+	// NowSQL is the database clock in integer milliseconds as an SQL
+	// expression, for statements that stamp rows with database time.
+	NowSQL() string
 
 	// RunStart records a running run for a valid token, and marks older
 	// running runs of the same lease with lower fences abandoned, in one
@@ -174,6 +177,10 @@ type Driver interface {
 	// connection, a timeout, a serialization failure or deadlock) rather than an
 	// answer. Zero-row results are never errors.
 	IsRetryable(err error) bool
+	// IsServerError reports whether err is the database's own answer that
+	// the statement failed (so it did not commit), as opposed to a failure
+	// between the client and the commit, whose outcome is unknown.
+	IsServerError(err error) bool
 	// DropTables removes the tables Migrate created (tests, uninstall).
 	DropTables(ctx context.Context) error
 }
