@@ -109,6 +109,13 @@ func waitStatus(ps *os.ProcessState, err error) *childExit {
 	return &childExit{code: ps.ExitCode()}
 }
 
+func signalLabel(s os.Signal) string {
+	if n, ok := s.(syscall.Signal); ok {
+		return signalName(n)
+	}
+	return s.String()
+}
+
 func signalName(s syscall.Signal) string {
 	switch s {
 	case syscall.SIGKILL:

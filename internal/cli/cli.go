@@ -149,6 +149,9 @@ func (a *app) rootCmd() *cobra.Command {
 		a.demoCmd(),
 		a.versionCmd(),
 	)
+	for _, c := range root.Commands() {
+		c.DisableFlagsInUseLine = true // each Use line already shows its flags
+	}
 	return root
 }
 

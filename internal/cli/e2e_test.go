@@ -162,14 +162,13 @@ func (r result) String() string {
 
 // proc is a fence process started in the background.
 type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	out    bytes.Buffer
-	errb   bytes.Buffer
-	start  time.Time
-	done   chan struct{}
-	res    result
-	waitMu sync.Mutex
+	t     *testing.T
+	cmd   *exec.Cmd
+	out   bytes.Buffer
+	errb  bytes.Buffer
+	start time.Time
+	done  chan struct{}
+	res   result
 }
 
 // start starts fence with args in the backend's directory and environment.

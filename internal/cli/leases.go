@@ -68,7 +68,7 @@ Fields may be added in later versions; none is renamed or removed.`
 
 func (a *app) leasesCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "leases",
+		Use:   "leases [--json]",
 		Short: "List leases: state, owner, fence, expiry",
 		Long:  leasesLong,
 		Example: `  fence leases

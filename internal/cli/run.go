@@ -65,17 +65,15 @@ Exit status:
 A CMD that itself exits 64, 69, 75 or 76 cannot be told apart by the status
 alone: 'fence runs' shows what happened.`
 
-const runExample = `  # Run the nightly report on whichever replica gets there first:
-  fence run --lease nightly-report -- ./report.sh --since yesterday
+const runExample = `  fence run --lease nightly-report -- ./report.sh --since yesterday
 
   # Wait up to 5 minutes for the previous run to finish, with a 1 minute TTL:
   fence run --lease reindex --ttl 1m --wait 5m -- ./reindex
 
-  # A child that makes its own fenced write with the variables fence sets:
-  fence run --lease export -- sh -c 'psql "$FENCE_DSN" -c "UPDATE exports
-    SET done = true FROM fence_leases l WHERE l.lease_name = '\''$FENCE_LEASE'\''
-    AND l.fence_token = $FENCE_TOKEN AND l.owner_token = '\''$FENCE_OWNER'\''
-    AND l.leased_until_ms > extract(epoch from clock_timestamp()) * 1000"'`
+  # A Go child makes its own fenced writes with the token fence hands it:
+  #   tok := fence.Token{Lease: os.Getenv("FENCE_LEASE"), Owner: os.Getenv("FENCE_OWNER"), Fence: n}
+  #   store.Exec(ctx, tok, "UPDATE exports SET done = true WHERE id = ? AND {{fence}}", id)
+  fence run --lease export --grace 30s -- ./export`
 
 type runOpts struct {
 	lease            string
@@ -210,7 +208,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		case sig := <-sigs:
 			t.Stop()
 			return fail(exitSignalBase+signalNumber(sig),
-				fmt.Errorf("interrupted by %v while waiting for lease %s", sig, quoteName(o.lease)), "")
+				fmt.Errorf("interrupted by %s while waiting for lease %s", signalLabel(sig), quoteName(o.lease)), "")
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
