@@ -3,61 +3,25 @@ package main
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencekit/fence"
-	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/internal/teststore"
 	"github.com/fencekit/fence/task"
 )
 
-type backend struct {
-	name, env string
-	dsn       func(t *testing.T) string
-}
-
-var backends = []backend{
-	{"sqlite", "", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "agent.db") }},
-	{"postgres", "FENCE_TEST_POSTGRES", func(*testing.T) string { return testdb.PostgresDSN() }},
-	{"mysql", "FENCE_TEST_MYSQL", func(*testing.T) string { return testdb.MySQLDSN() }},
-}
-
 const ttl = 800 * time.Millisecond
 
-func open(t *testing.T, b backend) *task.Store {
-	ctx := context.Background()
-	fs, err := fence.Open(ctx, b.dsn(t), fence.WithPrefix(testdb.Prefix()))
-	if errors.Is(err, fence.ErrUnavailable) {
-		testdb.Unreachable(t, b.name, b.env, err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fs.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tbl := range []string{"task_steps", "tasks", "runs", "leases", "schema"} {
-			fs.DB().Exec("DROP TABLE IF EXISTS " + fs.Prefix() + tbl)
-		}
-		fs.Close()
-	})
-	ts, err := task.New(fs, task.WithTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ts
-}
-
 func forEach(t *testing.T, fn func(t *testing.T, ts *task.Store)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, open(t, b))
-		})
-	}
+	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+		ts, err := task.New(b.Open(t), task.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, ts)
+	})
 }
 
 // stepsOnce checks that every plan step is stored exactly once.
