@@ -21,8 +21,17 @@ import (
 func main() {
 	dsn := flag.String("dsn", "", "database (default: SQLite in a temporary directory)")
 	ttl := flag.Duration("ttl", 800*time.Millisecond, "executor lease TTL")
+	prefix := flag.String("prefix", fence.DefaultPrefix, "table prefix")
+	execTask := flag.String("exec", "", "run as one executor of this task id and stop after -hang-after (for the crash test)")
+	hangAfter := flag.String("hang-after", "read", "with -exec: the step after which the executor hangs, to be killed")
 	flag.Parse()
-	if err := run(*dsn, *ttl); err != nil {
+	var err error
+	if *execTask != "" {
+		err = execute(*dsn, *prefix, *ttl, *execTask, *hangAfter)
+	} else {
+		err = run(*dsn, *ttl)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
@@ -72,4 +81,32 @@ func run(dsn string, ttl time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// execute is one executor process: it starts the task, records steps until
+// hangAfter, says so on stdout and then hangs mid-step (neither renewing nor
+// releasing) until it is killed.
+func execute(dsn, prefix string, ttl time.Duration, id, hangAfter string) error {
+	ctx := context.Background()
+	fs, err := fence.Open(ctx, dsn, fence.WithPrefix(prefix))
+	if err != nil {
+		return err
+	}
+	ts, err := task.New(fs, task.WithTTL(ttl))
+	if err != nil {
+		return err
+	}
+	e, err := ts.Start(ctx, id)
+	if err != nil {
+		return err
+	}
+	x := &executor{who: "A", tasks: ts, model: model{"m", 10 * time.Millisecond}, tl: newTimeline(true),
+		afterStep: func(step string) {
+			if step == hangAfter {
+				fmt.Printf("HANGING after %s at epoch %d\n", step, e.Number())
+				select {}
+			}
+		}}
+	x.run(ctx, e, steps)
+	return fmt.Errorf("executor finished without reaching step %q", hangAfter)
 }

@@ -28,15 +28,21 @@ var Backends = []Backend{
 	{"mysql", "FENCE_TEST_MYSQL", func(testing.TB) string { return testdb.MySQLDSN() }},
 }
 
-// DSN returns the backend's DSN (a new SQLite file for each call).
-func (b Backend) DSN(t testing.TB) string { return b.dsn(t) }
-
 // Open returns a migrated store with a fresh prefix; its tables are dropped
 // and it is closed at cleanup.
 func (b Backend) Open(t testing.TB, opts ...fence.Option) *fence.Store {
 	t.Helper()
+	s, _ := b.OpenDSN(t, opts...)
+	return s
+}
+
+// OpenDSN is Open that also returns the DSN, for a child process that must
+// reach the same database (with s.Prefix()).
+func (b Backend) OpenDSN(t testing.TB, opts ...fence.Option) (*fence.Store, string) {
+	t.Helper()
 	ctx := context.Background()
-	s, err := fence.Open(ctx, b.dsn(t), append([]fence.Option{fence.WithPrefix(testdb.Prefix())}, opts...)...)
+	dsn := b.dsn(t)
+	s, err := fence.Open(ctx, dsn, append([]fence.Option{fence.WithPrefix(testdb.Prefix())}, opts...)...)
 	if errors.Is(err, fence.ErrUnavailable) {
 		testdb.Unreachable(t, b.Name, b.env, err)
 	}
@@ -50,7 +56,7 @@ func (b Backend) Open(t testing.TB, opts ...fence.Option) *fence.Store {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, dsn
 }
 
 // Each runs fn as a parallel subtest per backend.
