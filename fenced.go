@@ -48,7 +48,9 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 
 // ExecIn is Exec on a given handle, for example inside the caller's own
 // transaction.
-func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, args ...any) (int64, error) {
+func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, args ...any) (n int64, err error) {
+	ctx, done := s.observe(ctx, OpWrite, t.Lease)
+	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	q, all, err := s.Fenced(t, query, args...)
 	if err != nil {
 		return 0, err
@@ -57,7 +59,7 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 	if err != nil {
 		return 0, s.wrapWrite("fenced write", t.Lease, err)
 	}
-	n, err := res.RowsAffected()
+	n, err = res.RowsAffected()
 	if err != nil {
 		return 0, s.wrap("fenced write", t.Lease, err)
 	}
@@ -164,7 +166,9 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 // and verifies t by the database clock. Call it before the transaction's
 // writes; they are then fenced until commit. The error wraps ErrLost when t
 // no longer holds the lease.
-func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) error {
+func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) (err error) {
+	ctx, done := s.observe(ctx, OpTx, t.Lease)
+	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	if err := validateToken(t); err != nil {
 		return err
 	}

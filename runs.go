@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,7 +66,15 @@ func runInfo(r driver.Run) RunInfo {
 // StartRun records a running run for t, only if t holds its lease (else
 // ErrLost), and marks older running runs of the same lease abandoned. detail,
 // if not nil, is stored as JSON in the run's result until FinishRun replaces it.
-func (s *Store) StartRun(ctx context.Context, t Token, detail any) (int64, error) {
+func (s *Store) StartRun(ctx context.Context, t Token, detail any) (id int64, err error) {
+	ctx, done := s.observe(ctx, OpStartRun, t.Lease)
+	defer func() {
+		e := Event{Fence: t.Fence, Err: err}
+		if err == nil {
+			e.Status = RunRunning
+		}
+		done(e)
+	}()
 	if err := validateToken(t); err != nil {
 		return 0, err
 	}
@@ -98,7 +107,20 @@ type Outcome struct {
 // still holds its lease by the database clock. If not, nothing of the
 // outcome is written, the run is marked lost (it is never left looking
 // successful), and the error wraps ErrLost.
-func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) error {
+func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (err error) {
+	ctx, done := s.observe(ctx, OpFinishRun, t.Lease)
+	defer func() {
+		e := Event{Fence: t.Fence, Err: err, Status: RunSucceeded}
+		switch {
+		case errors.Is(err, ErrLost):
+			e.Status = RunLost
+		case err != nil:
+			e.Status = ""
+		case o.Err != nil:
+			e.Status = RunFailed
+		}
+		done(e)
+	}()
 	if err := validateToken(t); err != nil {
 		return err
 	}

@@ -35,6 +35,8 @@ type Store struct {
 	log     *slog.Logger
 	clock   Clock
 	wait    waitConfig
+
+	observers []Observer
 }
 
 // Option configures a Store.
@@ -195,7 +197,13 @@ type Lease struct {
 // Acquire takes the lease if it is absent, released or expired by the
 // database clock; every success returns a fence greater than any before it for
 // that name. If another owner holds it, the error wraps ErrHeld (*HeldError).
-func (s *Store) Acquire(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
+func (s *Store) Acquire(ctx context.Context, name string, ttl time.Duration) (l Lease, err error) {
+	ctx, done := s.observe(ctx, OpAcquire, name)
+	defer func() { done(Event{Fence: l.Token.Fence, Err: err, ExpiresIn: okTTL(err, ttl)}) }()
+	return s.acquire(ctx, name, ttl)
+}
+
+func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
 	if err := ValidateName(name); err != nil {
 		return Lease{}, err
 	}
@@ -268,7 +276,13 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 // Renew extends a held lease to ttl from the database's now. If the token no
 // longer holds the lease the error wraps ErrLost; that is final, never a
 // reason to retry.
-func (s *Store) Renew(ctx context.Context, t Token, ttl time.Duration) (time.Time, error) {
+func (s *Store) Renew(ctx context.Context, t Token, ttl time.Duration) (until time.Time, err error) {
+	ctx, done := s.observe(ctx, OpRenew, t.Lease)
+	defer func() { done(Event{Fence: t.Fence, Err: err, ExpiresIn: okTTL(err, ttl)}) }()
+	return s.renew(ctx, t, ttl)
+}
+
+func (s *Store) renew(ctx context.Context, t Token, ttl time.Duration) (time.Time, error) {
 	if err := validateToken(t); err != nil {
 		return time.Time{}, err
 	}
@@ -293,7 +307,17 @@ func (s *Store) Renew(ctx context.Context, t Token, ttl time.Duration) (time.Tim
 // token, in order: nil, or an error wrapping ErrLost for a token that no
 // longer holds its lease (one lost lease does not fail the others). The
 // second result is an error of the whole batch (database unreachable).
-func (s *Store) RenewBatch(ctx context.Context, ts []Token, ttl time.Duration) ([]error, error) {
+func (s *Store) RenewBatch(ctx context.Context, ts []Token, ttl time.Duration) (errs []error, err error) {
+	ctx, done := s.observe(ctx, OpRenewBatch, "")
+	defer func() {
+		e := Event{Err: err, Count: len(ts), ExpiresIn: okTTL(err, ttl)}
+		for _, x := range errs {
+			if x != nil {
+				e.Lost++
+			}
+		}
+		done(e)
+	}()
 	if err := ValidateTTL(ttl); err != nil {
 		return nil, err
 	}
@@ -323,7 +347,9 @@ func (s *Store) RenewBatch(ctx context.Context, ts []Token, ttl time.Duration) (
 // Release gives the lease up. The row stays, so the next acquisition
 // continues the fence. Releasing a token that no longer holds the lease never
 // touches a newer holder and returns an error wrapping ErrLost.
-func (s *Store) Release(ctx context.Context, t Token) error {
+func (s *Store) Release(ctx context.Context, t Token) (err error) {
+	ctx, done := s.observe(ctx, OpRelease, t.Lease)
+	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	if err := validateToken(t); err != nil {
 		return err
 	}
@@ -445,7 +471,9 @@ func (s *Store) List(ctx context.Context) ([]LeaseInfo, error) {
 // Revoke force-releases a lease: it bumps the fence and clears the owner, so
 // the current holder's renewals and fenced writes fail from now on. It returns
 // the new fence. For operators; a holder gives a lease up with Release.
-func (s *Store) Revoke(ctx context.Context, name string) (int64, error) {
+func (s *Store) Revoke(ctx context.Context, name string) (fence int64, err error) {
+	ctx, done := s.observe(ctx, OpRevoke, name)
+	defer func() { done(Event{Fence: fence, Err: err}) }()
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}
@@ -521,4 +549,11 @@ func (s *Store) definite(err error) bool {
 
 func tp(t Token) driver.TokenParams {
 	return driver.TokenParams{Name: t.Lease, Owner: t.Owner, Fence: t.Fence}
+}
+
+func okTTL(err error, ttl time.Duration) time.Duration {
+	if err != nil {
+		return 0
+	}
+	return ttl
 }

@@ -1,0 +1,71 @@
+package fence
+
+import (
+	"context"
+	"time"
+)
+
+// Op names an operation an Observer sees.
+type Op string
+
+// Operations reported to observers.
+const (
+	OpAcquire    Op = "acquire"
+	OpRenew      Op = "renew"
+	OpRenewBatch Op = "renew_batch"
+	OpRelease    Op = "release"
+	OpRevoke     Op = "revoke"
+	OpWrite      Op = "fenced_write" // Exec, ExecIn
+	OpTx         Op = "fenced_tx"    // InTx, CheckTx
+	OpStartRun   Op = "start_run"
+	OpFinishRun  Op = "finish_run"
+)
+
+// Event is the result of an observed operation.
+type Event struct {
+	// Fence is the token's fence (for acquire: the new fence, 0 if refused).
+	Fence int64
+	// Err is nil on success; errors.Is(Err, ErrHeld / ErrLost …) tells why not.
+	Err error
+	// ExpiresIn is the time left on the lease right after a successful
+	// acquire or renew: the TTL, counted by the database from that statement.
+	ExpiresIn time.Duration
+	// Status is the run's status after start_run and finish_run.
+	Status RunStatus
+	// Count is the number of tokens of a renew_batch and Lost how many of
+	// them were refused.
+	Count, Lost int
+}
+
+// Observer sees every lease operation of a Store, for metrics and tracing
+// (packages fenceprom and fenceotel). Observe is called before the operation
+// and the function it returns after, with the result; the context it
+// returns is the one the operation runs with (for a span). Both must be
+// cheap and safe for concurrent use.
+type Observer interface {
+	Observe(ctx context.Context, op Op, lease string) (context.Context, func(Event))
+}
+
+// WithObserver adds an observer to the store. Several may be added.
+func WithObserver(o Observer) Option {
+	return func(s *Store) { s.observers = append(s.observers, o) }
+}
+
+func (s *Store) observe(ctx context.Context, op Op, lease string) (context.Context, func(Event)) {
+	switch len(s.observers) {
+	case 0:
+		return ctx, func(Event) {}
+	case 1:
+		return s.observers[0].Observe(ctx, op, lease)
+	}
+	ends := make([]func(Event), len(s.observers))
+	for i, o := range s.observers {
+		ctx, ends[i] = o.Observe(ctx, op, lease)
+	}
+	return ctx, func(e Event) {
+		for i := len(ends) - 1; i >= 0; i-- {
+			ends[i](e)
+		}
+	}
+}
+
