@@ -216,7 +216,7 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration) (Le
 	}
 	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, TTLMs: ttlMillis(ttl)})
 	if err != nil {
-		return Lease{}, s.wrapWrite("acquire", name, err)
+		return s.resolveAcquire(ctx, name, owner, ttl, s.wrapWrite("acquire", name, err))
 	}
 	if !r.Acquired {
 		h := &HeldError{Lease: name}
@@ -238,6 +238,32 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration) (Le
 	}
 	s.log.DebugContext(ctx, "fence: acquired", "lease", name, "fence", r.Fence)
 	return l, nil
+}
+
+// resolveAcquire settles an acquire whose outcome is unknown (the connection
+// failed before the answer) by reading the row: the owner token is ours alone,
+// so if the row carries it, the acquire committed and the lease is ours.
+// If another owner is there, ours is not held, whatever happened; only when
+// the row cannot be read does the outcome stay unknown.
+func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time.Duration, err error) (Lease, error) {
+	if !errors.Is(err, ErrAmbiguous) {
+		return Lease{}, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	l, ok, gerr := s.drv.LeaseGet(rctx, name)
+	switch {
+	case gerr != nil:
+		return Lease{}, err
+	case ok && l.Owner == owner && l.LeasedUntilMs > l.NowMs:
+		s.log.InfoContext(ctx, "fence: acquire outcome resolved: committed", "lease", name, "fence", l.Fence)
+		return Lease{Token: Token{Lease: name, Owner: owner, Fence: l.Fence}, TTL: ttl, ExpiresAt: time.UnixMilli(l.LeasedUntilMs)}, nil
+	default:
+		// Not ours now: report the failure as definite, not unknown.
+		var a *AmbiguousError
+		errors.As(err, &a)
+		return Lease{}, a.Err
+	}
 }
 
 // AcquireWait acquires the lease, waiting while another owner holds it: it

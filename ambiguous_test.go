@@ -1,0 +1,83 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence/internal/driver"
+)
+
+// lostReply commits the real statement and then reports a transport error,
+// as when the connection drops after the commit but before the answer.
+type lostReply struct {
+	driver.Driver
+	commit  bool // run the real acquire before failing
+	getFail bool // and make the follow-up read fail too
+}
+
+var errConnReset = errors.New("read tcp: connection reset by peer")
+
+func (d *lostReply) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	if d.commit {
+		d.Driver.LeaseAcquire(ctx, p)
+	}
+	return driver.AcquireResult{}, errConnReset
+}
+
+func (d *lostReply) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
+	if d.getFail {
+		return driver.Lease{}, false, errConnReset
+	}
+	return d.Driver.LeaseGet(ctx, name)
+}
+
+func (d *lostReply) IsServerError(err error) bool { return !errors.Is(err, errConnReset) && d.Driver.IsServerError(err) }
+
+func TestAmbiguousAcquireIsResolvedByOwner(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	real := s.drv
+	fake := &lostReply{Driver: real, commit: true}
+	s.drv = fake
+
+	// Committed, reply lost: the row carries our owner, so we hold it.
+	l, err := s.Acquire(ctx, "a", time.Minute)
+	if err != nil || l.Token.Fence != 1 {
+		t.Fatalf("committed acquire with a lost reply: %+v %v", l, err)
+	}
+	if ok, _ := s.IsHeld(ctx, l.Token); !ok {
+		t.Fatal("resolved token is not held")
+	}
+	// Held by someone else: ours did not take; definite, not unknown.
+	_, err = s.Acquire(ctx, "a", time.Minute)
+	if err == nil || errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("acquire of a held lease with a lost reply: %v", err)
+	}
+	// The row cannot be read either: unknown.
+	fake.getFail = true
+	_, err = s.Acquire(ctx, "b", time.Minute)
+	var ae *AmbiguousError
+	if !errors.Is(err, ErrAmbiguous) || !errors.As(err, &ae) || ae.Op != "acquire" {
+		t.Fatalf("unresolvable acquire: %v", err)
+	}
+	// A renew whose reply was lost is unknown too, and retryable.
+	s.drv = &lostReply{Driver: real}
+	_, err = s.Renew(ctx, l.Token, time.Minute)
+	if !errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrLost) {
+		t.Fatalf("renew with a lost reply: %v", err)
+	}
+}
+
+func (d *lostReply) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
+	return driver.RenewResult{}, errConnReset
+}
