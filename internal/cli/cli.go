@@ -122,7 +122,11 @@ func (a *app) rootCmd() *cobra.Command {
 			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 				hint = "did you mean '" + cmd.CommandPath() + " " + s[0] + "'?"
 			}
-			return usagef(hint, "unknown command %q", clip(args[0]))
+			arg := args[0]
+			if d, err := fence.ParseDSN(arg); err == nil {
+				arg = d.Redacted // a DSN typed where a command goes
+			}
+			return usagef(hint, "unknown command %q", clip(arg))
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmd.Help()

@@ -165,7 +165,7 @@ type proc struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	out   bytes.Buffer
-	errb  bytes.Buffer
+	errb  syncBuffer
 	start time.Time
 	done  chan struct{}
 	res   result
@@ -210,6 +210,36 @@ func (b *backend) start(t *testing.T, args ...string) *proc {
 		}
 	})
 	return p
+}
+
+// syncBuffer is a bytes.Buffer that may be read while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitStderr waits until the process has written want to stderr.
+func (p *proc) waitStderr(want string, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.errb.String(), want) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("fence did not write %q to stderr within %v; stderr:\n%s", want, timeout, p.errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // wait waits for the process to exit, failing the test after timeout.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -171,11 +170,6 @@ func stateColor(state string) string {
 		return fgGrey
 	}
 	return fgDefault
-}
-
-// trimFence drops the library's "fence: " prefix from an error text.
-func trimFence(s string) string {
-	return strings.TrimPrefix(s, "fence: ")
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -202,6 +202,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 			return a.notAcquired(ctx, s, o, res.Err)
 		}
 		sleep += time.Duration(rand.Int64N(int64(sleep)/4 + 1))
+		a.log.InfoContext(ctx, "fence: waiting for lease", "lease", o.lease, "retry_in", min(sleep, left), "err", res.Err)
 		t := time.NewTimer(min(sleep, left))
 		select {
 		case <-t.C:

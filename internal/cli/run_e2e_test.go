@@ -204,6 +204,14 @@ func TestRunWait(t *testing.T) {
 			t.Errorf("--wait 300ms gave up after %v", rs.elapsed)
 		}
 
+		intr := b.start(t, "--log-level", "info", "run", "--lease", "queue", "--wait", "60s", "--", "sh", "-c", "echo must-not-run")
+		intr.waitStderr("fence: waiting for lease", 30*time.Second)
+		intr.signal(syscall.SIGINT)
+		if ri := intr.wait(time.Minute); ri.code != 128+int(syscall.SIGINT) || strings.Contains(ri.stdout, "must-not-run") ||
+			!strings.Contains(ri.stderr, "fence run: interrupted by SIGINT while waiting for lease queue") {
+			t.Errorf("SIGINT while waiting: want exit 130 and no command: %v", ri)
+		}
+
 		rl := b.start(t, "run", "--lease", "queue", "--wait", "0", "--", "true").wait(time.Minute)
 		if rl.code != ExitNotAcquired {
 			t.Errorf("--wait 0 while held: want 75: %v", rl)

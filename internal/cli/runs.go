@@ -173,7 +173,7 @@ func (a *app) runsTable(w io.Writer, rs []fence.RunInfo, dbNow time.Time) error 
 		if r.ExitCode != nil {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
-		t.row(itoa(r.ID), r.Lease, itoa(r.Fence), string(r.Status), tableTime(r.StartedAt), dur, exit, clip(trimFence(r.Error)))
+		t.row(itoa(r.ID), r.Lease, itoa(r.Fence), string(r.Status), tableTime(r.StartedAt), dur, exit, clip(oneLine(r.Error)))
 	}
 	return t.flush()
 }
