@@ -243,7 +243,19 @@ func apply(s state, in input, out output) []state {
 		if out.Valid && !s.Valid {
 			return nil
 		}
-		s.Fence, s.Unknown, s.Valid = out.Fence, false, out.Valid
+		s.Fence, s.Unknown = out.Fence, false
+		// A plain read that finds the lease lapsed does not end the
+		// generation: a fenced operation that passed its check while the
+		// lease was valid may still commit after the lapse (Store.InTx
+		// holds the lease row's share lock from CheckTx to the commit; a
+		// guarded statement from its guard to its commit). What it does
+		// guarantee is that no takeover commits in between, and a takeover
+		// in the model requires the generation to be invalid, so that is
+		// still checked. The barrier, taken with every client quiesced,
+		// does end it.
+		if in.Kind == opBarrier {
+			s.Valid = out.Valid
+		}
 		return []state{s}
 	}
 	return nil

@@ -360,9 +360,11 @@ func (c *client) pickKind(li int, tok fence.Token) opKind {
 	r := c.rng.Float64()
 	if tok.IsZero() {
 		switch {
-		case r < 0.55:
+		case r < 0.63:
 			return opAcquire
 		case r < 0.65:
+			// AcquireWait blocks for up to a TTL, so it is rare; it is the
+			// one call that uses the (possibly skewed) application clock.
 			return opAcquireWait
 		case r < 0.78:
 			return opRead
@@ -387,12 +389,14 @@ func (c *client) pickKind(li int, tok fence.Token) opKind {
 		return opRead
 	case r < 0.88:
 		return opGet
-	case r < 0.94:
+	case r < 0.95:
 		return opAcquire
-	case r < 0.96:
+	case r < 0.97:
 		return opRevoke
-	default:
+	case r < 0.98:
 		return opAcquireWait
+	default:
+		return opGet
 	}
 }
 
@@ -434,7 +438,7 @@ func (c *client) doOp(ep *epoch) {
 		}
 	}
 	if kind == opAcquireWait {
-		timeout = 2 * h.cfg.TTL
+		timeout = h.cfg.TTL
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -494,6 +498,11 @@ func (c *client) doOp(ep *epoch) {
 	ep.ops[c.id] = append(ep.ops[c.id], o)
 	h.stats.record(&o)
 
+	if o.Res == resFailed || o.Res == resAmbiguous && o.Fault == "" {
+		// The database is down or the connection broke: back off a little,
+		// as a real client would, instead of spinning on refused connects.
+		sleep(ep, time.Duration(5+c.rng.IntN(20))*time.Millisecond)
+	}
 	switch {
 	case (kind == opAcquire || kind == opAcquireWait) && o.Res == resOK:
 		c.tokens[li] = fence.Token{Lease: name, Owner: o.Owner, Fence: o.Out.Fence}
@@ -748,7 +757,7 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 	}
 	next := make([]state, len(h.leases))
 	for li, name := range h.leases {
-		b := op{ID: h.opSeq.Load() + int64(li) + 1, Client: len(h.clients), Lease: li, Kind: opBarrier, Res: resOK}
+		b := op{ID: -int64(w*len(h.leases) + li + 1), Client: len(h.clients), Lease: li, Kind: opBarrier, Res: resOK}
 		b.Call = h.now()
 		var info fence.LeaseInfo
 		var events []event
