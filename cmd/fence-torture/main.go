@@ -42,6 +42,7 @@ func run() int {
 	flag.DurationVar(&cfg.OpTimeout, "op-timeout", 2*time.Second, "deadline of each call")
 	flag.DurationVar(&cfg.CheckTimeout, "check-timeout", 30*time.Second, "porcupine's budget per window and lease (running out is reported as unknown)")
 	flag.BoolVar(&cfg.Keep, "keep", false, "leave the tables in place")
+	flag.BoolVar(&cfg.StrictAcquire, "strict-acquire", false, "count an acquire reported as a definite failure that committed as a violation (fence currently reports some; see the summary FINDING line)")
 	flag.Parse()
 	if cfg.Duration == 0 && cfg.Ops == 0 {
 		cfg.Duration = 10 * time.Second

@@ -112,6 +112,16 @@ type Config struct {
 	Progress io.Writer
 	// Keep leaves the tables in place after the run.
 	Keep bool
+	// StrictAcquire treats an acquire that fence reported as a definite
+	// failure, but that the database log shows committed, as a violation.
+	// Store.Acquire settles an unknown outcome with one read of the row and
+	// reports "not ours now" as definite, although the orphaned statement
+	// may still commit after that read (or committed and lapsed before it).
+	// That breaks DESIGN.md's rule on ambiguous outcomes but not fencing
+	// (no client holds such a token). Without StrictAcquire, a failed
+	// acquire is modelled as "maybe" and each such commit is counted as a
+	// finding in the summary instead.
+	StrictAcquire bool
 }
 
 func (c *Config) defaults() error {

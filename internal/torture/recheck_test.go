@@ -43,7 +43,7 @@ func TestRecheck(t *testing.T) {
 		d.Ops[i].Kind, d.Ops[i].Res = kinds[d.Ops[i].KindS], results[d.Ops[i].ResS]
 	}
 	w := &window{start: d.Start, end: d.End, init: []state{d.Init}, ops: [][]op{d.Ops}}
-	hs := history(w, 0)
+	hs := history(w, 0, os.Getenv("FENCE_TORTURE_STRICT_ACQUIRE") == "1")
 	timeout := 10 * time.Minute
 	res, info := porcupine.CheckOperationsVerbose(newModel(d.Init), hs, timeout)
 	t.Logf("%d operations: %v", len(hs), res)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -493,7 +492,7 @@ func (c *client) doOp(ep *epoch) {
 	o.Res = classify(kind, err)
 	o.Out.Res = o.Res
 	if err != nil && o.Res != resRefused && o.Res != resHeld {
-		o.Err = err.Error()
+		o.Err = err.Error() + " [" + typeChain(err) + "]"
 	}
 	ep.ops[c.id] = append(ep.ops[c.id], o)
 	h.stats.record(&o)
@@ -825,4 +824,15 @@ func replaceHost(dsn, addr string) string {
 	return u.String()
 }
 
-var _ = os.Getenv
+// typeChain names the error's types down its Unwrap chain, so a dumped
+// history says exactly what the driver returned.
+func typeChain(err error) string {
+	var b strings.Builder
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if b.Len() > 0 {
+			b.WriteString(" > ")
+		}
+		fmt.Fprintf(&b, "%T", e)
+	}
+	return b.String()
+}
