@@ -637,8 +637,9 @@ func (h *harness) inject(stop chan struct{}) {
 		if !wait(time.Duration(100+rng.IntN(400)) * time.Millisecond) {
 			break
 		}
-		// A restart about once every 3 windows; it costs a second or so.
-		if restart && rng.IntN(6) == 0 {
+		// A restart about every 6 s: each costs the clients a second or so
+		// of refused connections and crash recovery.
+		if restart && rng.IntN(20) == 0 {
 			h.stats.fault("restart")
 			if err := h.restart(); err != nil {
 				h.stats.error(err)
@@ -655,7 +656,8 @@ func (h *harness) inject(stop chan struct{}) {
 			h.px.Reset()
 		case "proxy-blackhole":
 			h.px.BlackHole()
-			wait(time.Duration(100+rng.IntN(int(h.cfg.OpTimeout/time.Millisecond))) * time.Millisecond)
+			// Shorter and longer than the TTL; up to half the call timeout.
+			wait(time.Duration(100+rng.IntN(int(h.cfg.OpTimeout/time.Millisecond)/2)) * time.Millisecond)
 			h.px.Unblack()
 		case "proxy-latency":
 			h.px.SetLatency(time.Duration(1+rng.IntN(30)) * time.Millisecond)
