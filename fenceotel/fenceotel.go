@@ -1,0 +1,137 @@
+// Package fenceotel traces a fence.Store's lease operations with
+// OpenTelemetry. It uses the OpenTelemetry API only: spans go to whatever
+// TracerProvider you give it (or the global one), with whatever exporter you
+// set up; without one they cost next to nothing.
+//
+//	store, err := fence.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
+//
+// Each operation is a span of kind client named "fence.<op>": fence.acquire,
+// fence.renew, fence.renew_batch, fence.release, fence.revoke,
+// fence.fenced_write (Exec, ExecIn), fence.fenced_tx (InTx, CheckTx),
+// fence.start_run and fence.finish_run. The operation runs inside its span,
+// so spans of an instrumented database driver are its children.
+//
+// Attributes:
+//
+//	fence.op             the operation, as in the span name
+//	fence.lease          the lease name (not on renew_batch)
+//	fence.fence          the token's fence; for acquire the new fence, when acquired
+//	fence.outcome        ok, held, lost, no_match or error
+//	fence.lost_reason    why the token lost its lease: expired, released,
+//	                     revoked, superseded, missing or unknown
+//	fence.holder_fence   the holder's fence when acquire found the lease held
+//	fence.run_status     the run's status after start_run and finish_run
+//	fence.batch_size     renew_batch: tokens renewed,
+//	fence.batch_lost     and how many of them were refused
+//
+// A lease held by another owner is an expected answer to an acquire, not a
+// failure: its span has outcome "held" and no error status. Every other
+// error, a lost lease included, is recorded on the span (RecordError) and
+// sets its status to Error with the error's message.
+//
+// A run has no span of its own: the runner's acquire, start_run, renewals,
+// finish_run and release are spans in the trace of the context given to
+// fence.Run. To see a run as one span, start one around it:
+//
+//	ctx, span := tracer.Start(ctx, "nightly-report")
+//	res, err := fence.Run(ctx, store, "nightly-report", job)
+//	span.End()
+package fenceotel
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencekit/fence"
+)
+
+// ScopeName is the instrumentation scope of fence's tracer.
+const ScopeName = "github.com/fencekit/fence/fenceotel"
+
+// Attribute keys.
+const (
+	AttrOp          = attribute.Key("fence.op")
+	AttrLease       = attribute.Key("fence.lease")
+	AttrFence       = attribute.Key("fence.fence")
+	AttrOutcome     = attribute.Key("fence.outcome")
+	AttrLostReason  = attribute.Key("fence.lost_reason")
+	AttrHolderFence = attribute.Key("fence.holder_fence")
+	AttrRunStatus   = attribute.Key("fence.run_status")
+	AttrBatchSize   = attribute.Key("fence.batch_size")
+	AttrBatchLost   = attribute.Key("fence.batch_lost")
+)
+
+// Observer is a fence.Observer that starts a span for every operation.
+type Observer struct {
+	tracer trace.Tracer
+}
+
+// New returns an Observer whose spans go to tp; nil means the global
+// TracerProvider (otel.GetTracerProvider) at the time of the call.
+func New(tp trace.TracerProvider) *Observer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Observer{tracer: tp.Tracer(ScopeName)}
+}
+
+// Observe implements fence.Observer.
+func (o *Observer) Observe(ctx context.Context, op fence.Op, lease string) (context.Context, func(fence.Event)) {
+	attrs := []attribute.KeyValue{AttrOp.String(string(op))}
+	if lease != "" {
+		attrs = append(attrs, AttrLease.String(lease))
+	}
+	ctx, span := o.tracer.Start(ctx, "fence."+string(op),
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, func(e fence.Event) {
+		end(span, op, e)
+		span.End()
+	}
+}
+
+func end(span trace.Span, op fence.Op, e fence.Event) {
+	if !span.IsRecording() {
+		return
+	}
+	if e.Fence != 0 {
+		span.SetAttributes(AttrFence.Int64(e.Fence))
+	}
+	if e.Status != "" {
+		span.SetAttributes(AttrRunStatus.String(string(e.Status)))
+	}
+	if op == fence.OpRenewBatch {
+		span.SetAttributes(AttrBatchSize.Int(e.Count), AttrBatchLost.Int(e.Lost))
+	}
+	var (
+		held *fence.HeldError
+		lost *fence.LostError
+	)
+	switch {
+	case e.Err == nil:
+		span.SetAttributes(AttrOutcome.String("ok"))
+		return
+	case errors.As(e.Err, &held):
+		span.SetAttributes(AttrOutcome.String("held"), AttrHolderFence.Int64(held.Fence))
+		return
+	case errors.Is(e.Err, fence.ErrHeld):
+		span.SetAttributes(AttrOutcome.String("held"))
+		return
+	case errors.As(e.Err, &lost):
+		span.SetAttributes(AttrOutcome.String("lost"), AttrLostReason.String(string(lost.Reason)))
+	case errors.Is(e.Err, fence.ErrLost):
+		span.SetAttributes(AttrOutcome.String("lost"))
+	case errors.Is(e.Err, fence.ErrNoMatch):
+		span.SetAttributes(AttrOutcome.String("no_match"))
+	default:
+		span.SetAttributes(AttrOutcome.String("error"))
+	}
+	span.RecordError(e.Err)
+	span.SetStatus(codes.Error, e.Err.Error())
+}
+
+var _ fence.Observer = (*Observer)(nil)

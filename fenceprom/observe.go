@@ -1,0 +1,148 @@
+package fenceprom
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fencekit/fence"
+)
+
+// Observe implements fence.Observer.
+func (m *Metrics) Observe(ctx context.Context, op fence.Op, lease string) (context.Context, func(fence.Event)) {
+	start := m.now()
+	return ctx, func(e fence.Event) { m.record(op, lease, start, e) }
+}
+
+// OnLost counts a lease lost while a runner's job ran, with the runner's
+// cause; pass it as fence.OnLost(m.OnLost). It is the only way to see a job
+// stopped because its lease could no longer be proven (reason "unproven");
+// a loss the store already reported is not counted again.
+func (m *Metrics) OnLost(t fence.Token, cause error) {
+	if cause != nil {
+		m.loss(t.Lease, t.Fence, cause)
+	}
+}
+
+func (m *Metrics) record(op fence.Op, name string, start time.Time, e fence.Event) {
+	l := m.label(name)
+	lost := errors.Is(e.Err, fence.ErrLost)
+	switch op {
+	case fence.OpAcquire:
+		outcome := "error"
+		switch {
+		case e.Err == nil:
+			outcome = "acquired"
+			m.hold(name, e.Fence, start.Add(e.ExpiresIn))
+		case errors.Is(e.Err, fence.ErrHeld):
+			outcome = "held"
+		}
+		m.acquire.WithLabelValues(l, outcome).Inc()
+
+	case fence.OpRenew:
+		m.renew.WithLabelValues(l).Observe(m.now().Sub(start).Seconds())
+		switch {
+		case e.Err == nil:
+			m.hold(name, e.Fence, start.Add(e.ExpiresIn))
+		case lost:
+			m.renewFail.WithLabelValues(l, "lost").Inc()
+			m.loss(name, e.Fence, e.Err)
+		default:
+			m.renewFail.WithLabelValues(l, "error").Inc()
+		}
+
+	case fence.OpRenewBatch:
+		// No lease name: see the package documentation.
+		m.renew.WithLabelValues("").Observe(m.now().Sub(start).Seconds())
+		if e.Err != nil {
+			m.renewFail.WithLabelValues("", "error").Inc()
+		}
+		if e.Lost > 0 {
+			m.renewFail.WithLabelValues("", "lost").Add(float64(e.Lost))
+		}
+
+	case fence.OpRelease:
+		switch {
+		case e.Err == nil:
+			m.drop(name, e.Fence)
+		case lost:
+			m.loss(name, e.Fence, e.Err)
+		}
+
+	case fence.OpRevoke:
+		if e.Err == nil {
+			// Every fence below the new one has lost the lease; its holder
+			// counts the loss when it is refused.
+			m.drop(name, e.Fence-1)
+		}
+
+	case fence.OpWrite, fence.OpTx:
+		result := "error"
+		switch {
+		case e.Err == nil:
+			result = "ok"
+		case lost:
+			result = "stale"
+			m.loss(name, e.Fence, e.Err)
+		case errors.Is(e.Err, fence.ErrNoMatch):
+			result = "no_match"
+		}
+		m.writes.WithLabelValues(l, result).Inc()
+
+	case fence.OpStartRun, fence.OpFinishRun:
+		if e.Status != "" {
+			m.runs.WithLabelValues(l, string(e.Status)).Inc()
+		}
+		if lost {
+			m.loss(name, e.Fence, e.Err)
+		}
+	}
+}
+
+// hold records that this process holds fence of lease name until deadline,
+// unless it already knows a newer fence.
+func (m *Metrics) hold(name string, fence int64, deadline time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.held[name]; ok && h.fence > fence {
+		return
+	}
+	m.held[name] = holding{fence: fence, deadline: deadline}
+}
+
+// drop forgets the holding of lease name if its fence is at most fence.
+func (m *Metrics) drop(name string, fence int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropLocked(name, fence)
+}
+
+func (m *Metrics) dropLocked(name string, fence int64) {
+	if h, ok := m.held[name]; ok && h.fence <= fence {
+		delete(m.held, name)
+	}
+}
+
+// loss counts the loss of fence of lease name, once, and forgets the holding.
+func (m *Metrics) loss(name string, fence int64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropLocked(name, fence)
+	if m.lostFence[name] >= fence {
+		return
+	}
+	m.lostFence[name] = fence
+	m.lost.WithLabelValues(m.label(name), lostReason(err)).Inc()
+}
+
+// lostReason is the reason label of a lost lease's error.
+func lostReason(err error) string {
+	var le *fence.LostError
+	switch {
+	case errors.Is(err, fence.ErrUnproven):
+		return "unproven"
+	case errors.As(err, &le) && le.Reason != "":
+		return string(le.Reason)
+	}
+	return string(fence.LostUnknown)
+}
