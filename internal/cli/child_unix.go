@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -37,6 +38,11 @@ func (s *supervisor) job(ctx context.Context) error {
 	cmd.Env = childEnv(s.env, tok, runID, s.dsn, s.prefix)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.stdin, s.stdout, s.stderr
 	cmd.SysProcAttr = sysProcAttr()
+	// Pdeathsig (Linux) fires when the thread that started the command
+	// exits, not the process: keep this goroutine on that thread until the
+	// command is gone, so no other goroutine can take the thread and end it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	// Only matters when fence's own output is not a file (in-process use):
 	// do not wait long for pipes held open by processes that we killed.
 	cmd.WaitDelay = time.Second
