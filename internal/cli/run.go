@@ -174,8 +174,10 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		fence.WithDetail(runDetail{Command: filepath.Base(o.argv[0]), Host: host, PID: os.Getpid()}),
 	}
 
-	// --wait: retry fail-fast Runs until the deadline rather than give Run a
-	// context with a timeout, which would also bound the job.
+	// --wait: retry fail-fast Runs until the deadline. A timeout context on
+	// Run would also bound the job, and one on AcquireWait (+ RunHeld) can
+	// cancel an acquire statement in flight, leaving its outcome unknown;
+	// this loop only ever stops between attempts.
 	deadline := time.Now().Add(o.wait)
 	backoff := minPoll
 	for {
@@ -239,7 +241,7 @@ func (a *app) notAcquired(ctx context.Context, s *fence.Store, o runOpts, err er
 	hint := fmt.Sprintf("--wait %s waits for it; 'fence leases' shows every holder", suggestWait(held.Remaining))
 	if o.wait > 0 {
 		msg = fmt.Sprintf("still held after waiting %s: %s", human(o.wait), msg)
-		hint = "raise --wait, or see 'fence runs --lease " + o.lease + " --status running'"
+		hint = "raise --wait, or see 'fence runs --lease " + quoteName(o.lease) + " --status running'"
 	}
 	return fail(ExitNotAcquired, errors.New(msg), hint)
 }
