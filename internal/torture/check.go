@@ -19,6 +19,23 @@ type window struct {
 	start, end int64
 	init       []state
 	ops        [][]op
+	res        []resolution // per lease, from the database log
+}
+
+// resolution is what the database log says about one window's ambiguous
+// calls of one lease. The log records every commit, in the transaction that
+// made it, so an ambiguous write or release that left no event took no
+// effect and one that did committed (at an instant still unknown); an
+// ambiguous acquire or revoke matters only if the window logged an
+// acquisition or revoke that no client was told of. Resolving them before
+// porcupine runs keeps each check small; porcupine's search is exponential
+// in the number of calls left open to the window's end. The direct checks
+// hold the log itself to account.
+type resolution struct {
+	writes    map[int64]bool // op ids of committed writes
+	releases  map[int64]bool // fences whose release committed
+	orphanAcq int
+	orphanRev int
 }
 
 // Violation is one failed check.
@@ -66,7 +83,8 @@ type leaseFacts struct {
 //     once; every transaction committed all of its rows or none;
 //  5. the same checks apply to clients with skewed clocks (and so do the
 //     model checks), which is what "skew changes nothing" means.
-func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCount, cnt int64) []Violation {
+func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCount, cnt int64, res *resolution) []Violation {
+	res.writes, res.releases = map[int64]bool{}, map[int64]bool{}
 	name := h.leases[li]
 	var out []Violation
 	bad := func(check, format string, args ...any) {
@@ -138,6 +156,9 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 				orphanRev++
 			}
 		case "renew", "release":
+			if e.Kind == "release" {
+				res.releases[e.Fence] = true
+			}
 			if e.Fence != f.fence || e.Owner != f.owner || f.owner == "" {
 				bad("inv1 mutual exclusion", "%s of fence %d committed while the latest generation is fence %d (event %d)", e.Kind, e.Fence, f.fence, e.Seq)
 			} else if f.until <= e.AtMs {
@@ -154,6 +175,7 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 				bad("inv3 no stale commit", "write %d carrying fence %d committed after fence %d had committed (event %d)", e.OpID, e.Fence, f.fence, e.Seq)
 			}
 			seen[e.OpID]++
+			res.writes[e.OpID] = true
 			o := byID[e.OpID]
 			switch {
 			case o == nil:
@@ -188,6 +210,7 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 			bad("inv2 monotonic fence", "revoke to fence %d by client %d was reported but never committed", fc, o.Client)
 		}
 	}
+	res.orphanAcq, res.orphanRev = orphanAcq, orphanRev
 	if orphanAcq > ambAcq {
 		extra := orphanAcq - ambAcq
 		if !h.cfg.StrictAcquire && extra <= failedAcq {
@@ -266,9 +289,38 @@ func (c *checker) violation(v Violation) {
 // is the window's end.
 func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 	var hs []porcupine.Operation
+	var res *resolution
+	if w.res != nil {
+		res = &w.res[li]
+	}
 	for _, o := range w.ops[li] {
 		if !strictAcquire && o.Res == resFailed && (o.Kind == opAcquire || o.Kind == opAcquireWait) {
 			o.Res, o.Out.Res = resAmbiguous, resAmbiguous // see Config.StrictAcquire
+		}
+		resolved := false // an ambiguous call the log shows committed
+		if o.Res == resAmbiguous && res != nil {
+			switch o.Kind {
+			case opWrite, opTxWrite:
+				if !res.writes[o.ID] {
+					continue
+				}
+				o.Res, o.Out.Res, resolved = resOK, resOK, true
+			case opRelease:
+				if !res.releases[o.Fence] {
+					continue
+				}
+				o.Res, o.Out.Res, resolved = resOK, resOK, true
+			case opAcquire, opAcquireWait:
+				if res.orphanAcq == 0 {
+					continue
+				}
+			case opRevoke:
+				if res.orphanRev == 0 {
+					continue
+				}
+			case opRenew:
+				continue // a renewal only moves time: no effect in the model
+			}
 		}
 		if o.Res == resFailed || o.Res == resNotFound && o.Kind != opRevoke {
 			continue // a definite error took no effect: nothing to explain
@@ -277,8 +329,8 @@ func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 			continue
 		}
 		ret := o.Return
-		if o.Res == resAmbiguous {
-			ret = w.end
+		if o.Res == resAmbiguous || resolved {
+			ret = w.end // it may take effect up to the barrier
 		}
 		out := o.Out
 		if o.Kind == opIsHeld {

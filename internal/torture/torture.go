@@ -747,7 +747,7 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 			}
 		}
 	}
-	win := &window{index: w, start: -1, end: end, init: init, ops: make([][]op, len(h.leases))}
+	win := &window{index: w, start: -1, end: end, init: init, ops: make([][]op, len(h.leases)), res: make([]resolution, len(h.leases))}
 	for _, cops := range ep.ops {
 		for _, o := range cops {
 			if win.start < 0 || o.Call < win.start {
@@ -793,7 +793,7 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		win.ops[li] = append(win.ops[li], b)
 		next[li] = state{Fence: b.Out.Fence, Valid: b.Out.Valid, WFence: b.Out.WFence, Cnt: b.Out.Cnt,
 			Orphan: b.Out.Found && !held[fence.Token{Lease: name, Owner: info.Owner, Fence: info.Fence}]}
-		for _, v := range h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt) {
+		for _, v := range h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, &win.res[li]) {
 			h.checker.violation(v)
 		}
 	}
