@@ -242,9 +242,10 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration) (Le
 
 // resolveAcquire settles an acquire whose outcome is unknown (the connection
 // failed before the answer) by reading the row: the owner token is ours alone,
-// so if the row carries it, the acquire committed and the lease is ours.
-// If another owner is there, ours is not held, whatever happened; only when
-// the row cannot be read does the outcome stay unknown.
+// so if the row carries it and is valid, the acquire committed and the lease
+// is ours. Otherwise the outcome stays unknown: the acquire may have failed,
+// or committed and already been superseded, and only the first is "not
+// acquired". Either way the caller does not hold the lease.
 func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time.Duration, err error) (Lease, error) {
 	if !errors.Is(err, ErrAmbiguous) {
 		return Lease{}, err
@@ -252,18 +253,11 @@ func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	l, ok, gerr := s.drv.LeaseGet(rctx, name)
-	switch {
-	case gerr != nil:
-		return Lease{}, err
-	case ok && l.Owner == owner && l.LeasedUntilMs > l.NowMs:
+	if gerr == nil && ok && l.Owner == owner && l.LeasedUntilMs > l.NowMs {
 		s.log.InfoContext(ctx, "fence: acquire outcome resolved: committed", "lease", name, "fence", l.Fence)
 		return Lease{Token: Token{Lease: name, Owner: owner, Fence: l.Fence}, TTL: ttl, ExpiresAt: time.UnixMilli(l.LeasedUntilMs)}, nil
-	default:
-		// Not ours now: report the failure as definite, not unknown.
-		var a *AmbiguousError
-		errors.As(err, &a)
-		return Lease{}, a.Err
 	}
+	return Lease{}, err
 }
 
 // AcquireWait acquires the lease, waiting while another owner holds it: it
