@@ -333,7 +333,11 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 
 	if cause := k.lostCause(); cause != nil {
 		r.Outcome, r.Err = Lost, cause
-		_ = s.MarkRunLost(bg, id, t.Fence, cause.Error())
+		// Bounded: during an outage the mark may not get through, and the
+		// caller must hear about the loss now, not after TCP timeouts.
+		mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
+		_ = s.MarkRunLost(mctx, id, t.Fence, cause.Error())
+		mcancel()
 		log.WarnContext(ctx, "fence: job stopped, lease lost", "run", id, "cause", cause)
 		// Unproven is not refused: the lease may still be ours; give it up
 		// rather than leave it held until its TTL.
@@ -375,7 +379,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 }
 
 func (s *Store) releaseQuietly(ctx context.Context, t Token, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.Release(ctx, t); err != nil && !errors.Is(err, ErrLost) {
 		log.WarnContext(ctx, "fence: release failed; the lease will lapse at its TTL", "err", err)
