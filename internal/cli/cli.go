@@ -211,13 +211,13 @@ const openTimeout = 15 * time.Second
 
 // open opens the store. With needSchema it also checks that `fence migrate`
 // has been run, so a fresh database gives a hint instead of a SQL error.
-func (a *app) open(ctx context.Context, needSchema bool) (*fence.Store, error) {
+func (a *app) open(ctx context.Context, needSchema bool, opts ...fence.Option) (*fence.Store, error) {
 	if err := a.parseDSN(); err != nil {
 		return nil, err
 	}
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	s, err := fence.Open(octx, a.dsn, fence.WithPrefix(a.prefix), fence.WithLogger(a.log))
+	s, err := fence.Open(octx, a.dsn, append([]fence.Option{fence.WithPrefix(a.prefix), fence.WithLogger(a.log)}, opts...)...)
 	if err != nil {
 		if octx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %s did not answer within %v", fence.ErrUnavailable, a.parsed.Redacted, openTimeout)

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fencekit/fence/fenceprom"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -79,6 +82,7 @@ type runOpts struct {
 	lease            string
 	ttl, wait, grace time.Duration
 	argv             []string
+	metricsAddr      string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -99,6 +103,7 @@ func (a *app) runCmd() *cobra.Command {
 	fl.StringVar(&o.lease, "lease", "", "lease `NAME` (required)")
 	fl.DurationVar(&o.ttl, "ttl", fence.DefaultTTL, "lease time to live, at least 100ms; renewed every TTL/3")
 	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
+	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. :9102)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
 	return cmd
 }
@@ -149,7 +154,21 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		}
 		return fail(code, fmt.Errorf("cannot run %q: %v", clip(o.argv[0]), trimExec(err)), "check the command's name, PATH and permissions")
 	}
-	s, err := a.open(ctx, true)
+	var storeOpts []fence.Option
+	var runOpts []fence.RunOption
+	if o.metricsAddr != "" {
+		m := fenceprom.New()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		stop, err := serveMetrics(o.metricsAddr, reg, a.log)
+		if err != nil {
+			return err
+		}
+		defer stop() // after the run is finished and the lease released
+		storeOpts = append(storeOpts, fence.WithObserver(m))
+		runOpts = append(runOpts, fence.OnLost(m.OnLost))
+	}
+	s, err := a.open(ctx, true, storeOpts...)
 	if err != nil {
 		return err
 	}
@@ -173,6 +192,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		fence.WithRunLogger(a.log),
 		fence.WithDetail(runDetail{Command: filepath.Base(o.argv[0]), Host: host, PID: os.Getpid()}),
 	}
+	opts = append(opts, runOpts...)
 
 	// --wait: retry fail-fast Runs until the deadline. A timeout context on
 	// Run would also bound the job, and one on AcquireWait (+ RunHeld) can
