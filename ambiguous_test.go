@@ -34,7 +34,9 @@ func (d *lostReply) LeaseGet(ctx context.Context, name string) (driver.Lease, bo
 	return d.Driver.LeaseGet(ctx, name)
 }
 
-func (d *lostReply) IsServerError(err error) bool { return !errors.Is(err, errConnReset) && d.Driver.IsServerError(err) }
+func (d *lostReply) IsServerError(err error) bool {
+	return !errors.Is(err, errConnReset) && d.Driver.IsServerError(err)
+}
 
 func TestAmbiguousAcquireIsResolvedByOwner(t *testing.T) {
 	ctx := context.Background()

@@ -68,4 +68,3 @@ func (s *Store) observe(ctx context.Context, op Op, lease string) (context.Conte
 		}
 	}
 }
-
