@@ -18,6 +18,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +56,23 @@ var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 // Open opens a SQLite database file (":memory:" for a private in-memory one)
 // with the settings this driver relies on.
 func Open(file string) (*sql.DB, error) {
+	c, err := NewConnector(file)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	if file == ":memory:" {
+		// Every connection to :memory: is a different database.
+		db.SetMaxOpenConns(1)
+	}
+	return db, nil
+}
+
+// NewConnector returns a connector for the file with Open's settings, for a
+// caller that wraps connections (instrumentation, round-trip counting) and
+// opens the handle with sql.OpenDB. For ":memory:" the handle must be limited
+// to one connection (SetMaxOpenConns(1)), as Open does.
+func NewConnector(file string) (sqldriver.Connector, error) {
 	if file == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
@@ -64,20 +83,11 @@ func Open(file string) (*sql.DB, error) {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
-	memory := file == ":memory:"
-	if !memory {
+	if file != ":memory:" {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
 	}
-	db, err := sql.Open("sqlite", "file:"+file+"?"+q.Encode())
-	if err != nil {
-		return nil, err
-	}
-	if memory {
-		// Every connection to :memory: is a different database.
-		db.SetMaxOpenConns(1)
-	}
-	return db, nil
+	return sqlitelib.NewConnector("file:" + file + "?" + q.Encode())
 }
 
 // Driver implements fence's driver interface for SQLite.
@@ -86,6 +96,7 @@ type Driver struct {
 	prefix string
 	q      map[string]string
 	guard  string
+	stmts  *stmtCache
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -111,6 +122,8 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 		return nil, err
 	}
 	d.guard = strings.TrimSpace(d.q["guard"])
+	d.stmts = &stmtCache{m: map[string]*sql.Stmt{}}
+	runtime.AddCleanup(d, (*stmtCache).close, d.stmts)
 	return d, nil
 }
 
@@ -180,44 +193,53 @@ func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// LeaseAcquire runs the upsert and, when the lease is held, reads the holder
-// in the same write transaction.
+// LeaseAcquire first reads the row: a lease held by another owner is
+// refused by that read alone, without the write lock or a commit. Otherwise
+// the upsert decides, in one autocommit statement, and when it lost a race
+// to another acquirer the holder is read after it.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	l, ok, err := d.LeaseGet(ctx, p.Name)
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	if ok && l.LeasedUntilMs > l.NowMs {
+		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, nil
+	}
+	st, err := d.stmt(ctx, "lease_acquire")
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
 	var r driver.AcquireResult
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs).Scan(&r.Fence, &r.LeasedUntilMs, &r.NowMs)
-		if err == nil {
-			r.Acquired = true
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		l, err := scanLease(tx.QueryRowContext(ctx, d.q["lease_get"], p.Name))
-		if err != nil {
-			return err
-		}
-		r.Holder = &l
-		return nil
-	})
+	err = writeOne(ctx, st, []any{p.Name, p.Owner, p.TTLMs}, &r.Fence, &r.LeasedUntilMs, &r.NowMs)
+	if err == nil {
+		r.Acquired = true
+		return r, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return r, err
+	}
+	if l, ok, err = d.LeaseGet(ctx, p.Name); err == nil && ok {
+		r.NowMs, r.Holder = l.NowMs, &l
+	}
 	return r, err
 }
 
 // LeaseRenew extends a valid lease.
 func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
+	st, err := d.stmt(ctx, "lease_renew")
+	if err != nil {
+		return driver.RenewResult{}, err
+	}
 	var r driver.RenewResult
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, d.q["lease_renew"], t.Name, t.Owner, t.Fence, ttlMs).Scan(&r.LeasedUntilMs, &r.NowMs)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		r.Renewed = err == nil
-		return err
-	})
+	err = writeOne(ctx, st, []any{t.Name, t.Owner, t.Fence, ttlMs}, &r.LeasedUntilMs, &r.NowMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, nil
+	}
+	r.Renewed = err == nil
 	return r, err
 }
 
-// LeaseRenewBatch renews every token in one statement.
+// LeaseRenewBatch renews every token in one autocommit statement.
 func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, ttlMs int64) ([]driver.RenewResult, error) {
 	out := make([]driver.RenewResult, len(ts))
 	if len(ts) == 0 {
@@ -236,23 +258,24 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 		fence int64
 	}
 	got := map[key]driver.RenewResult{}
-	err = d.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, d.q["lease_renew_batch"], string(js), ttlMs)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k key
-			r := driver.RenewResult{Renewed: true}
-			if err := rows.Scan(&k.name, &k.fence, &r.LeasedUntilMs, &r.NowMs); err != nil {
-				return err
-			}
-			got[k] = r
-		}
-		return rows.Err()
-	})
+	rows, err := d.db.QueryContext(ctx, d.q["lease_renew_batch"], string(js), ttlMs)
 	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k key
+		r := driver.RenewResult{Renewed: true}
+		if err := rows.Scan(&k.name, &k.fence, &r.LeasedUntilMs, &r.NowMs); err != nil {
+			return nil, err
+		}
+		got[k] = r
+	}
+	// Close commits the autocommit statement; its error is the commit's.
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	for i, t := range ts {
@@ -263,19 +286,27 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 
 // LeaseRelease releases a valid lease.
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
-	return d.execOne(ctx, d.q["lease_release"], t.Name, t.Owner, t.Fence)
+	return d.execOne(ctx, "lease_release", t.Name, t.Owner, t.Fence)
 }
 
 // LeaseIsHeld reports whether the token is valid now.
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
+	st, err := d.stmt(ctx, "lease_is_held")
+	if err != nil {
+		return false, err
+	}
 	var ok bool
-	err := d.db.QueryRowContext(ctx, d.q["lease_is_held"], t.Name, t.Owner, t.Fence).Scan(&ok)
+	err = st.QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&ok)
 	return ok, err
 }
 
 // LeaseGet reads one lease row.
 func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
-	l, err := scanLease(d.db.QueryRowContext(ctx, d.q["lease_get"], name))
+	st, err := d.stmt(ctx, "lease_get")
+	if err != nil {
+		return driver.Lease{}, false, err
+	}
+	l, err := scanLease(st.QueryRowContext(ctx, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Lease{}, false, nil
 	}
@@ -306,10 +337,12 @@ func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
 
 // LeaseRevoke bumps the fence and clears the owner.
 func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
+	st, err := d.stmt(ctx, "lease_revoke")
+	if err != nil {
+		return 0, false, err
+	}
 	var f int64
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, d.q["lease_revoke"], name).Scan(&f)
-	})
+	err = writeOne(ctx, st, []any{name}, &f)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -356,26 +389,21 @@ func (d *Driver) RunStart(ctx context.Context, p driver.StartRunParams) (int64, 
 
 // RunFinish is the fenced completion.
 func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool, error) {
-	return d.execOne(ctx, d.q["run_finish"], p.ID, p.Token.Name, p.Token.Owner, p.Token.Fence, p.Status, p.Result, p.Error, p.ExitCode)
+	return d.execOne(ctx, "run_finish", p.ID, p.Token.Name, p.Token.Owner, p.Token.Fence, p.Status, p.Result, p.Error, p.ExitCode)
 }
 
 // RunMarkLost marks a still-running run lost.
 func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error) {
-	return d.execOne(ctx, d.q["run_mark_lost"], id, fence, reason)
+	return d.execOne(ctx, "run_mark_lost", id, fence, reason)
 }
 
 // RunSweep marks running runs of invalid generations lost.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
-	var n int64
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, d.q["run_sweep"])
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return n, err
+	res, err := d.db.ExecContext(ctx, d.q["run_sweep"])
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // RunGet reads one run.
@@ -436,22 +464,56 @@ func (d *Driver) DropTables(ctx context.Context) error {
 	return err
 }
 
-func (d *Driver) execOne(ctx context.Context, q string, args ...any) (bool, error) {
-	var n int64
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
+// writeOne runs a write statement with RETURNING in autocommit and scans its
+// one row (sql.ErrNoRows when it changed nothing). It steps the statement
+// to its end rather than reset it after the first row, so that the commit
+// happens in a step and a failure of it is an error here.
+func writeOne(ctx context.Context, st *sql.Stmt, args []any, dest ...any) error {
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
 		return err
-	})
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// execOne runs the prepared statement key, one autocommit statement, and
+// reports whether it changed a row.
+func (d *Driver) execOne(ctx context.Context, key string, args ...any) (bool, error) {
+	st, err := d.stmt(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
 	return n > 0, err
 }
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE through Open's
-// _txlock), so the statement never has to upgrade a read snapshot to a write
-// lock, which is what fails with SQLITE_BUSY_SNAPSHOT under contention.
+// _txlock), so that a transaction of several statements never has to
+// upgrade a read snapshot to a write lock, which is what fails with
+// SQLITE_BUSY_SNAPSHOT under contention. A single statement runs in
+// autocommit instead: it asks for the write lock before it reads, and when
+// the lock is busy SQLite's busy handler retries it from a fresh snapshot,
+// so it waits (up to busy_timeout) rather than fail, and it saves the BEGIN
+// and the COMMIT.
 func (d *Driver) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
