@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/fencekit/fence/internal/driver"
@@ -17,7 +18,18 @@ import (
 // not the session's value. The holder is read after the acquire, so it may
 // have changed since, which makes the answer older, never wrong about this
 // call.
+//
+// On MariaDB 10.5+ the statement ends in RETURNING instead
+// (lease_acquire_returning.sql), which answers both outcomes, the holder
+// included, in its one round trip.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	ret, err := d.hasReturning(ctx)
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	if ret {
+		return d.acquireReturning(ctx, p)
+	}
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return driver.AcquireResult{}, err
@@ -55,6 +67,58 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		r.Holder = &l
 	}
 	return r, nil
+}
+
+func (d *Driver) acquireReturning(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	var (
+		id int64
+		l  driver.Lease
+	)
+	err := d.retryDeadlock(ctx, func() error {
+		return d.db.QueryRowContext(ctx, d.q["lease_acquire_returning"], p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs).Scan(
+			&id, &l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	})
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	if id > 0 {
+		return driver.AcquireResult{Acquired: true, Fence: id, LeasedUntilMs: l.LeasedUntilMs, NowMs: l.NowMs}, nil
+	}
+	return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, nil
+}
+
+// hasReturning reports whether the server is MariaDB 10.5 or later, asking
+// it once.
+func (d *Driver) hasReturning(ctx context.Context) (bool, error) {
+	switch d.returning.Load() {
+	case returningYes:
+		return true, nil
+	case returningNo:
+		return false, nil
+	}
+	var v string
+	if err := d.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return false, err
+	}
+	ok := mariaDBReturning(v)
+	if ok {
+		d.returning.Store(returningYes)
+	} else {
+		d.returning.Store(returningNo)
+	}
+	return ok, nil
+}
+
+// mariaDBReturning reports whether a VERSION() string is MariaDB 10.5+.
+func mariaDBReturning(v string) bool {
+	if !strings.Contains(v, "MariaDB") {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || (major == 10 && minor >= 5)
 }
 
 // LeaseRenew extends a valid lease; the new expiry comes back through

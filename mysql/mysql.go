@@ -42,6 +42,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fencekit/fence/internal/driver"
 )
@@ -80,7 +81,17 @@ type Driver struct {
 	db     *sql.DB
 	prefix string
 	q      map[string]string
+
+	// returning is whether the server takes INSERT ... RETURNING (MariaDB
+	// 10.5+): returningUnknown until the first acquire asks.
+	returning atomic.Int32
 }
+
+const (
+	returningUnknown = iota
+	returningYes
+	returningNo
+)
 
 var _ driver.Driver = (*Driver)(nil)
 
@@ -107,6 +118,7 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 	for k, v := range d.q {
 		d.q[k] = strings.ReplaceAll(d.expand(v), "{{guard}}", guard)
 	}
+	d.q["lease_acquire_returning"] = d.q["lease_acquire"] + "\n" + d.q["lease_acquire_returning"]
 	return d, nil
 }
 

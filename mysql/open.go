@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"net"
 	"net/url"
@@ -33,6 +34,18 @@ import (
 //
 // Open does not connect. Errors never contain the password.
 func Open(dsn string) (*sql.DB, error) {
+	c, err := NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
+}
+
+// NewConnector returns the connector Open opens its handle with (same URL,
+// same defaults), for a caller that wraps connections (instrumentation,
+// round-trip counting) and calls sql.OpenDB itself. Errors never contain the
+// password.
+func NewConnector(dsn string) (sqldriver.Connector, error) {
 	cfg, err := parseURL(dsn)
 	if err != nil {
 		return nil, err
@@ -41,7 +54,7 @@ func Open(dsn string) (*sql.DB, error) {
 	if err != nil {
 		return nil, redact(err, cfg.Passwd)
 	}
-	return sql.OpenDB(c), nil
+	return c, nil
 }
 
 // parseURL converts a mysql:// URL into go-sql-driver's configuration, with
