@@ -15,12 +15,14 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -38,6 +40,9 @@ type Driver struct {
 	db     *sql.DB
 	prefix string
 	q      *statements
+
+	hubOnce sync.Once
+	h       *hub // fast handoff (handoff.go), started by the first waiter
 }
 
 // New returns a driver over db for the tables named prefix+"leases",
@@ -61,6 +66,17 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 // postgres:// or postgresql:// URL in pgx's syntax. It does not connect; the
 // first use (or PingContext) does. Its errors never contain the password.
 func Open(dsn string) (*sql.DB, error) {
+	c, err := NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
+}
+
+// NewConnector returns the connector Open opens its handle with, for a
+// caller that wraps connections (instrumentation, round-trip counting) and
+// calls sql.OpenDB itself. Its errors never contain the password.
+func NewConnector(dsn string) (sqldriver.Connector, error) {
 	scheme, _, ok := strings.Cut(dsn, "://")
 	if !ok || !(strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
 		// Not echoed: without a URL's structure there is no telling where
@@ -75,7 +91,7 @@ func Open(dsn string) (*sql.DB, error) {
 		// the error chain (ParseConfigError.ConnString).
 		return nil, fmt.Errorf("postgres: invalid DSN: %s", scrubPassword(err.Error(), dsn))
 	}
-	return stdlib.OpenDB(*cfg), nil
+	return stdlib.GetConnector(*cfg), nil
 }
 
 // Dialect returns "postgres".

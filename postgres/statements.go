@@ -18,9 +18,10 @@ import (
 var Migrations embed.FS
 
 // queries/ holds one statement per file; fragments/ holds SQL spliced into
-// them: now_ms.sql, the database clock in milliseconds, and guard.sql, the
+// them: now_ms.sql, the database clock in milliseconds; guard.sql, the
 // fence predicate, whose {{name}}, {{owner}} and {{fence}} become numbered
-// placeholders. A query that says {{guard}} binds the token as $1, $2, $3.
+// placeholders (a query that says {{guard}} binds the token as $1, $2, $3);
+// and notify.sql, the release notification of lease l (handoff.go).
 //
 //go:embed queries/*.sql fragments/*.sql
 var sqlFiles embed.FS
@@ -103,6 +104,10 @@ func loadStatements(prefix string) (*statements, error) {
 		return nil, err
 	}
 	guard = strings.NewReplacer("{{now_ms}}", nowMs, "{{prefix}}", prefix).Replace(guard)
+	notify, err := fragment("notify")
+	if err != nil {
+		return nil, err
+	}
 	s := &statements{guardTemplate: guard, nowMs: nowMs}
 	for _, f := range []struct {
 		file string
@@ -134,7 +139,7 @@ func loadStatements(prefix string) (*statements, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		text := strings.ReplaceAll(string(b), "{{guard}}", s.guard(1))
+		text := strings.NewReplacer("{{guard}}", s.guard(1), "{{notify}}", notify).Replace(string(b))
 		if *f.dst, err = expand(stripComments(text), prefix, nowMs); err != nil {
 			return nil, fmt.Errorf("postgres: queries/%s.sql: %w", f.file, err)
 		}

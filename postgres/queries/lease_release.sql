@@ -2,6 +2,8 @@
 -- backwards step of the database clock cannot make the lease valid again.
 -- The row is locked before the clock is read, for the reason given in
 -- lease_renew.sql: a release that waited past the expiry reports false.
+-- {{notify}} wakes waiters of other processes when one is present (see
+-- handoff.go): pg_notify is delivered when this statement commits.
 WITH target AS MATERIALIZED (
     SELECT 1
     FROM {{prefix}}leases
@@ -16,3 +18,4 @@ SET state = 'released', leased_until_ms = 0, updated_at_ms = clock.now_ms
 FROM clock
 WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
   AND l.leased_until_ms > clock.now_ms
+RETURNING {{notify}}

@@ -1,7 +1,13 @@
 -- Revoke. $1 name. Bumping the fence (not only clearing leased_until) makes
 -- every outstanding token of the old generation stale at once.
-UPDATE {{prefix}}leases
-SET fence_token = fence_token + 1, owner_token = '', state = 'revoked',
-    leased_until_ms = 0, updated_at_ms = {{now_ms}}
-WHERE lease_name = $1::text
-RETURNING fence_token
+-- {{notify}} wakes waiters, as a release does (see lease_release.sql); it
+-- is a WHERE of the outer SELECT (always true) so that it is evaluated once
+-- per revoked row while the result stays the one fence column.
+WITH revoked AS (
+    UPDATE {{prefix}}leases
+    SET fence_token = fence_token + 1, owner_token = '', state = 'revoked',
+        leased_until_ms = 0, updated_at_ms = {{now_ms}}
+    WHERE lease_name = $1::text
+    RETURNING lease_name, fence_token
+)
+SELECT l.fence_token FROM revoked AS l WHERE {{notify}} IS NOT NULL

@@ -1,0 +1,311 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Fast handoff: a waiter learns the moment a lease is released instead of
+// sleeping until the holder's expiry.
+//
+// A release or revoke notifies channel prefix+"release" with the lease name
+// as payload (pg_notify in the same statement, delivered when it commits),
+// but only when a waiter is present, because a NOTIFY serialises the commits
+// of every notifying transaction of the database until they are flushed
+// (PreCommit_Notify holds a database-wide lock through the commit; measured
+// here: 16 concurrent releasers went from 2,400 to 550 commits/s with an
+// unconditional NOTIFY). Presence is a shared advisory lock keyed by
+// (hashtext(channel), hashtext(name)) that each waiting process holds on a
+// session of its own; the release tries the exclusive transaction-level lock
+// on the same key, and notifies only when that try fails. A hash collision
+// only costs a needless notification.
+//
+// The order makes it race-free: a waiter LISTENs, then takes the presence
+// lock, then tries to acquire. A release that committed before the presence
+// lock was granted is visible to that acquire (the release's try-lock is
+// held until its commit is visible, so lock_shared waits for it); a release
+// that commits after it fails its try-lock and notifies, and the LISTEN was
+// already in place.
+//
+// Each Driver has one hub with two dedicated connections while anyone waits
+// (and for a linger period after, so that a stream of waits does not
+// reconnect each time): one in WaitForNotification, one holding the presence
+// locks. Both are discarded, not pooled, when the hub stops. If either fails,
+// every waiter is woken to poll once, and the hub reconnects while waiters
+// remain; meanwhile they poll at their own pace, which is the behaviour
+// without a hub.
+
+// hubLinger is how long the hub stays connected after its last waiter.
+const hubLinger = 10 * time.Second
+
+type hub struct {
+	d *Driver
+
+	mu      sync.Mutex
+	names   map[string]*watched
+	up      bool
+	gen     int                // incremented on every start and stop
+	cancel  context.CancelFunc // stops the listen goroutine
+	locks   *sql.Conn          // holds the presence locks
+	linger  *time.Timer
+	restart *time.Timer
+	// noPgx: the handle is not pgx's, so there is no WaitForNotification
+	// to use; waiters poll.
+	noPgx bool
+}
+
+type watched struct {
+	chans  map[chan struct{}]struct{}
+	locked bool // the presence lock is held on h.locks
+}
+
+// WatchRelease registers interest in releases (and revokes) of lease name
+// until stop is called: wake receives a value after every such release that
+// commits from now on. A release that committed before WatchRelease returned
+// is not reported: acquire after WatchRelease, not before. When the hub
+// cannot connect, wake stays silent (the caller's own timer applies) and the
+// hub keeps trying while anyone watches.
+func (d *Driver) WatchRelease(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
+	h := d.hub()
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+	w := h.names[name]
+	if w == nil {
+		w = &watched{chans: map[chan struct{}]struct{}{}}
+		h.names[name] = w
+	}
+	w.chans[ch] = struct{}{}
+	if !h.up && h.restart == nil && !h.noPgx {
+		h.startLocked(ctx)
+	}
+	if h.up && !w.locked {
+		if err := h.lockLocked(ctx, name); err != nil {
+			h.failLocked(h.gen)
+		} else {
+			w.locked = true
+		}
+	}
+	var once sync.Once
+	return ch, func() { once.Do(func() { h.unwatch(name, ch) }) }
+}
+
+func (d *Driver) hub() *hub {
+	d.hubOnce.Do(func() { d.h = &hub{d: d, names: map[string]*watched{}} })
+	return d.h
+}
+
+func (h *hub) channel() string { return h.d.prefix + "release" }
+
+// lockLocked takes the presence lock of name on the locks connection.
+func (h *hub) lockLocked(ctx context.Context, name string) error {
+	_, err := h.locks.ExecContext(ctx, "SELECT pg_advisory_lock_shared(hashtext($1), hashtext($2))", h.channel(), name)
+	return err
+}
+
+func (h *hub) unwatch(name string, ch chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.names[name]
+	if w == nil {
+		return
+	}
+	delete(w.chans, ch)
+	if len(w.chans) > 0 {
+		return
+	}
+	delete(h.names, name)
+	if h.up && w.locked {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := h.locks.ExecContext(ctx, "SELECT pg_advisory_unlock_shared(hashtext($1), hashtext($2))", h.channel(), name)
+		cancel()
+		if err != nil {
+			h.failLocked(h.gen)
+		}
+	}
+	if len(h.names) == 0 && h.up {
+		gen := h.gen
+		h.linger = time.AfterFunc(hubLinger, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.gen == gen && len(h.names) == 0 {
+				h.stopLocked()
+			}
+		})
+	}
+}
+
+// startLocked connects the two sessions, LISTENs, takes the presence locks
+// of every watched name, and starts the listen goroutine. On failure the hub
+// stays down and retries later while anyone watches.
+func (h *hub) startLocked(ctx context.Context) {
+	if h.restart != nil {
+		h.restart.Stop()
+		h.restart = nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	lc, err := h.d.db.Conn(ctx)
+	if err != nil {
+		h.retryLocked()
+		return
+	}
+	if _, err := lc.ExecContext(ctx, "LISTEN "+pgx.Identifier{h.channel()}.Sanitize()); err != nil {
+		discard(lc)
+		h.retryLocked()
+		return
+	}
+	locks, err := h.d.db.Conn(ctx)
+	if err != nil {
+		discard(lc)
+		h.retryLocked()
+		return
+	}
+	h.locks = locks
+	for name, w := range h.names {
+		if err := h.lockLocked(ctx, name); err != nil {
+			discard(lc)
+			discard(locks)
+			h.locks = nil
+			for _, w := range h.names {
+				w.locked = false
+			}
+			h.retryLocked()
+			return
+		}
+		w.locked = true
+	}
+	h.gen++
+	h.up = true
+	lctx, lcancel := context.WithCancel(context.Background())
+	h.cancel = lcancel
+	go h.listen(lctx, lc, h.gen)
+}
+
+// retryLocked schedules another start while anyone watches.
+func (h *hub) retryLocked() {
+	if len(h.names) == 0 || h.restart != nil || h.noPgx {
+		return
+	}
+	h.restart = time.AfterFunc(time.Second, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.restart = nil
+		if !h.up && len(h.names) > 0 {
+			h.startLocked(context.Background())
+		}
+	})
+}
+
+// listen delivers notifications until ctx ends or the connection fails.
+func (h *hub) listen(ctx context.Context, lc *sql.Conn, gen int) {
+	err := lc.Raw(func(dc any) error {
+		pc, ok := pgxConn(dc)
+		if !ok {
+			return errors.Join(sqldriver.ErrBadConn, errNoPgx)
+		}
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				// Discard the session: it is still LISTENing.
+				return errors.Join(sqldriver.ErrBadConn, err)
+			}
+			h.dispatch(n.Payload)
+		}
+	})
+	lc.Close()
+	if ctx.Err() != nil {
+		return // stopped
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if errors.Is(err, errNoPgx) {
+		h.noPgx = true
+	}
+	h.failLocked(gen)
+}
+
+var errNoPgx = errors.New("postgres: not a pgx connection; waiters poll")
+
+func (h *hub) dispatch(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w := h.names[name]; w != nil {
+		for ch := range w.chans {
+			signal(ch)
+		}
+	}
+}
+
+// failLocked takes the hub of generation gen down after a connection
+// failure, wakes every waiter to poll once, and schedules a reconnect.
+func (h *hub) failLocked(gen int) {
+	if !h.up || h.gen != gen {
+		return
+	}
+	h.stopLocked()
+	for _, w := range h.names {
+		for ch := range w.chans {
+			signal(ch)
+		}
+	}
+	h.retryLocked()
+}
+
+// stopLocked disconnects both sessions; closing the locks session frees its
+// presence locks.
+func (h *hub) stopLocked() {
+	if !h.up {
+		return
+	}
+	h.gen++
+	h.up = false
+	h.cancel()
+	discard(h.locks)
+	h.locks = nil
+	for _, w := range h.names {
+		w.locked = false
+	}
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// discard closes c's session instead of returning it to the pool.
+func discard(c *sql.Conn) {
+	_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
+	c.Close()
+}
+
+// pgxConn finds the *pgx.Conn under a database/sql driver connection, also
+// through wrappers (instrumentation) that offer Unwrap.
+func pgxConn(dc any) (*pgx.Conn, bool) {
+	for {
+		switch c := dc.(type) {
+		case interface{ Conn() *pgx.Conn }:
+			return c.Conn(), true
+		case interface{ Unwrap() sqldriver.Conn }:
+			dc = c.Unwrap()
+		default:
+			return nil, false
+		}
+	}
+}
