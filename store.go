@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/fencekit/fence/internal/driver"
@@ -262,12 +261,17 @@ func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time
 
 // AcquireWait acquires the lease, waiting while another owner holds it: it
 // sleeps until the holder's expiry as the database reported it (capped by the
-// wait backoff, so a release is noticed), with jitter, and retries transient
+// wait backoff, so a release is noticed), with jitter of at most the wait
+// backoff's minimum, and on PostgreSQL it is woken as soon as another process
+// releases the lease (LISTEN/NOTIFY; see handoff.go). It retries transient
 // database errors with backoff. It returns when acquired, on an error that is
 // not ErrHeld or transient, or when ctx ends (the error then wraps ctx's
 // error and the last ErrHeld).
 func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
 	backoff := s.wait.min
+	var h handoff // wakes the wait at a release (handoff.go)
+	defer func() { h.close() }()
+	watched := false
 	for {
 		l, err := s.Acquire(ctx, name, ttl)
 		if err == nil {
@@ -277,6 +281,13 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 		var sleep time.Duration
 		switch {
 		case errors.As(err, &held):
+			if !watched {
+				watched = true
+				var ok bool
+				if h, ok = s.watch(ctx, name); ok {
+					continue // try again now: a release before the watch began is not announced
+				}
+			}
 			sleep = min(max(held.Remaining, s.wait.min), s.wait.max)
 			backoff = s.wait.min
 		case IsRetryable(err):
@@ -285,9 +296,8 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 		default:
 			return Lease{}, err
 		}
-		// Up to +25% jitter so waiters released by one expiry do not stampede.
-		sleep += time.Duration(rand.Int64N(int64(sleep)/4 + 1))
-		if serr := s.clock.Sleep(ctx, sleep); serr != nil {
+		sleep += waitJitter(sleep, s.wait.min)
+		if serr := h.sleep(ctx, s.clock, sleep); serr != nil {
 			return Lease{}, fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w", name, context.Cause(ctx), err)
 		}
 	}
