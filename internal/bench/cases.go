@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencekit/fence"
+)
+
+// Case is one operation of the per-operation table, measured against its
+// baseline in the same run.
+type Case struct {
+	Name string
+	// Baseline names the case this one is compared with ("" for a baseline).
+	Baseline string
+	// Target is the most this case may cost: a ratio to the baseline and a
+	// number of round trips (0: no target).
+	MaxRatio      float64
+	MaxRoundTrips float64
+	// Dialects limits the case to some databases (nil: every one).
+	Dialects []fence.Dialect
+	// GivesUp says, for an alternative to fence, what it does not give.
+	GivesUp string
+	// Setup prepares the operation on e.
+	Setup func(ctx context.Context, e *Env) (Op, error)
+}
+
+func (c Case) RunsOn(d fence.Dialect) bool {
+	if c.Dialects == nil {
+		return true
+	}
+	for _, x := range c.Dialects {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+// Baseline case names.
+const (
+	FloorUpdate = "floor_update"
+	Select1     = "select_1"
+)
+
+const hour = time.Hour
+
+// Cases returns the per-operation cases: the lease operations, fenced
+// writes and the baselines they are compared with. Alternatives to fence
+// (advisory locks, Redis) are in Alternatives.
+func Cases() []Case {
+	return []Case{
+		{Name: FloorUpdate, Setup: setupFloor},
+		{Name: Select1, Setup: setupSelect1},
+		{Name: "acquire", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupAcquire},
+		{Name: "renew", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupRenew},
+		{Name: "release", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupRelease},
+		{Name: "takeover", Baseline: FloorUpdate, Setup: setupTakeover},
+		{Name: "is_held", Baseline: Select1, MaxRatio: 1.5, Setup: setupIsHeld},
+		{Name: "acquire_held", Baseline: Select1, MaxRatio: 1.5, Setup: setupAcquireHeld},
+		{Name: "unfenced_write", Setup: setupWrite(false)},
+		{Name: "fenced_write", Baseline: "unfenced_write", MaxRatio: 1.10, Setup: setupWrite(true)},
+		// What Store.Exec costs on SQLite without its wrapping transaction:
+		// the same fenced statement in autocommit (ExecIn on the *sql.DB).
+		{Name: "fenced_write_autocommit", Baseline: "unfenced_write", Dialects: []fence.Dialect{fence.SQLite}, Setup: setupWriteAutocommit},
+		{Name: "unfenced_tx", Setup: setupTx(false)},
+		{Name: "fenced_tx", Baseline: "unfenced_tx", MaxRatio: 1.15, Setup: setupTx(true)},
+	}
+}
+
+// setupFloor: a single-row UPDATE by primary key that changes the row, on a
+// table shaped like the lease table, in autocommit: the cheapest durable
+// write the database offers, the floor for acquire, renew and release.
+func setupFloor(ctx context.Context, e *Env) (Op, error) {
+	t, err := e.createLike(ctx, "floor")
+	if err != nil {
+		return Op{}, err
+	}
+	ins := e.Rebind(fmt.Sprintf(`INSERT INTO %s (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count)
+		VALUES (?, 'o', 1, 'held', 0, 0, 0, 0)`, t))
+	if _, err := e.DB.ExecContext(ctx, ins, "floor"); err != nil {
+		return Op{}, err
+	}
+	q := e.Rebind(fmt.Sprintf("UPDATE %s SET renew_count = renew_count + 1 WHERE lease_name = ?", t))
+	return Op{Do: func(ctx context.Context) error {
+		return execOne(ctx, e, q, "floor")
+	}}, nil
+}
+
+func setupSelect1(ctx context.Context, e *Env) (Op, error) {
+	return Op{Do: func(ctx context.Context) error {
+		var n int
+		return e.DB.QueryRowContext(ctx, "SELECT 1").Scan(&n)
+	}}, nil
+}
+
+func execOne(ctx context.Context, e *Env, q string, args ...any) error {
+	res, err := e.DB.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("bench: %d rows affected (%v), want 1", n, err)
+	}
+	return nil
+}
+
+// setupAcquire: acquiring a free lease (released by its last holder, so the
+// row exists and the fence continues), released again untimed.
+func setupAcquire(ctx context.Context, e *Env) (Op, error) {
+	var held *fence.Token
+	return Op{
+		Prepare: func(ctx context.Context) error {
+			if held == nil {
+				return nil
+			}
+			err := e.Store.Release(ctx, *held)
+			held = nil
+			return err
+		},
+		Do: func(ctx context.Context) error {
+			l, err := e.Store.Acquire(ctx, "b-acquire", hour)
+			if err != nil {
+				return err
+			}
+			held = &l.Token
+			return nil
+		},
+		Close: func() {
+			if held != nil {
+				e.Store.Release(context.Background(), *held)
+			}
+		},
+	}, nil
+}
+
+func setupRenew(ctx context.Context, e *Env) (Op, error) {
+	l, err := e.Store.Acquire(ctx, "b-renew", hour)
+	if err != nil {
+		return Op{}, err
+	}
+	return Op{Do: func(ctx context.Context) error {
+		_, err := e.Store.Renew(ctx, l.Token, hour)
+		return err
+	}}, nil
+}
+
+// setupRelease: releasing a held lease, acquired again untimed.
+func setupRelease(ctx context.Context, e *Env) (Op, error) {
+	var held fence.Token
+	return Op{
+		Prepare: func(ctx context.Context) error {
+			l, err := e.Store.Acquire(ctx, "b-release", hour)
+			held = l.Token
+			return err
+		},
+		Do: func(ctx context.Context) error { return e.Store.Release(ctx, held) },
+	}, nil
+}
+
+// setupTakeover: acquiring a lease whose holder let it lapse, so the row
+// has another owner and a past expiry. The leases are a ring of names, each
+// taken with a 1 ms TTL: by the time the ring comes round to a name again,
+// hundreds of operations later, it has long lapsed. (Sleeping out the TTL
+// before each takeover instead would measure an idle disk: a durable commit
+// after a few idle milliseconds costs several times one in a busy stream.)
+func setupTakeover(ctx context.Context, e *Env) (Op, error) {
+	const (
+		ttl  = time.Millisecond
+		ring = 256
+	)
+	fences := make([]int64, ring)
+	for i := range ring {
+		l, err := e.Store.Acquire(ctx, fmt.Sprintf("b-takeover-%d", i), ttl)
+		if err != nil {
+			return Op{}, err
+		}
+		fences[i] = l.Token.Fence
+	}
+	time.Sleep(5 * time.Millisecond)
+	i := 0
+	return Op{Do: func(ctx context.Context) error {
+		k := i % ring
+		i++
+		l, err := e.Store.Acquire(ctx, fmt.Sprintf("b-takeover-%d", k), ttl)
+		if err != nil {
+			return err
+		}
+		if l.Token.Fence <= fences[k] {
+			return fmt.Errorf("bench: takeover fence %d after %d", l.Token.Fence, fences[k])
+		}
+		fences[k] = l.Token.Fence
+		return nil
+	}}, nil
+}
+
+func setupIsHeld(ctx context.Context, e *Env) (Op, error) {
+	l, err := e.Store.Acquire(ctx, "b-isheld", hour)
+	if err != nil {
+		return Op{}, err
+	}
+	return Op{Do: func(ctx context.Context) error {
+		ok, err := e.Store.IsHeld(ctx, l.Token)
+		if err == nil && !ok {
+			err = errors.New("bench: is-held said no")
+		}
+		return err
+	}}, nil
+}
+
+// setupAcquireHeld: an acquire refused because another owner holds the
+// lease. It must not cost a durable commit.
+func setupAcquireHeld(ctx context.Context, e *Env) (Op, error) {
+	if _, err := e.Store.Acquire(ctx, "b-held", hour); err != nil {
+		return Op{}, err
+	}
+	return Op{Do: func(ctx context.Context) error {
+		_, err := e.Store.Acquire(ctx, "b-held", hour)
+		if errors.Is(err, fence.ErrHeld) {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("bench: acquired a held lease")
+		}
+		return err
+	}}, nil
+}
+
+// setupWrite: one UPDATE of a row by primary key, fenced (Store.Exec, the
+// guard in the same statement) or not (the same statement without it).
+func setupWrite(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
+	return func(ctx context.Context, e *Env) (Op, error) {
+		t, l, err := itemsAndLease(ctx, e, fenced, "b-write")
+		if err != nil {
+			return Op{}, err
+		}
+		if !fenced {
+			q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ?", t))
+			return Op{Do: func(ctx context.Context) error { return execOne(ctx, e, q, 1) }}, nil
+		}
+		q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ? AND {{fence}}", t))
+		return Op{Do: func(ctx context.Context) error {
+			_, err := e.Store.Exec(ctx, l.Token, q, 1)
+			return err
+		}}, nil
+	}
+}
+
+func setupWriteAutocommit(ctx context.Context, e *Env) (Op, error) {
+	t, l, err := itemsAndLease(ctx, e, true, "b-write-ac")
+	if err != nil {
+		return Op{}, err
+	}
+	q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ? AND {{fence}}", t))
+	return Op{Do: func(ctx context.Context) error {
+		_, err := e.Store.ExecIn(ctx, e.DB, l.Token, q, 1)
+		return err
+	}}, nil
+}
+
+// setupTx: a transaction of one UPDATE by primary key, fenced (Store.InTx:
+// the lease row share-locked and checked first) or not.
+func setupTx(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
+	return func(ctx context.Context, e *Env) (Op, error) {
+		t, l, err := itemsAndLease(ctx, e, fenced, "b-tx")
+		if err != nil {
+			return Op{}, err
+		}
+		q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ?", t))
+		if fenced {
+			return Op{Do: func(ctx context.Context) error {
+				return e.Store.InTx(ctx, l.Token, func(tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, q, 2)
+					return err
+				})
+			}}, nil
+		}
+		return Op{Do: func(ctx context.Context) error {
+			tx, err := e.DB.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, q, 2); err != nil {
+				tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		}}, nil
+	}
+}
+
+// itemsAndLease creates the items table on first use and, for the fenced
+// variant, acquires the lease that fences it.
+func itemsAndLease(ctx context.Context, e *Env, fenced bool, name string) (string, fence.Lease, error) {
+	t := e.Table("items")
+	if !e.hasTable(t) {
+		if _, err := e.createItems(ctx, "items", 2); err != nil {
+			return "", fence.Lease{}, err
+		}
+	}
+	if !fenced {
+		return t, fence.Lease{}, nil
+	}
+	l, err := e.Store.Acquire(ctx, name, hour)
+	return t, l, err
+}

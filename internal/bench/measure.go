@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Op is one benchmarked operation.
+type Op struct {
+	// Prepare, when set, runs before each Do, untimed and uncounted (it
+	// puts the lease back into the state Do starts from).
+	Prepare func(ctx context.Context) error
+	// Do is the operation measured.
+	Do func(ctx context.Context) error
+	// Close, when set, releases what Setup took.
+	Close func()
+}
+
+// sample accumulates the measured runs of one Op.
+type sample struct {
+	durs   []time.Duration
+	counts Counts
+}
+
+// run runs op n times, or until budget is spent (but at least min times),
+// timing and counting Do alone.
+func (s *sample) run(ctx context.Context, e *Env, op Op, n, minN int, budget time.Duration) error {
+	start := time.Now()
+	for i := 0; i < n && (i < minN || time.Since(start) < budget); i++ {
+		if op.Prepare != nil {
+			if err := op.Prepare(ctx); err != nil {
+				return fmt.Errorf("prepare: %w", err)
+			}
+		}
+		c0 := e.Count.Snapshot()
+		t0 := time.Now()
+		err := op.Do(ctx)
+		d := time.Since(t0)
+		c1 := e.Count.Snapshot()
+		if err != nil {
+			return err
+		}
+		s.durs = append(s.durs, d)
+		s.counts = addCounts(s.counts, c1.Sub(c0))
+	}
+	return ctx.Err()
+}
+
+func addCounts(a, b Counts) Counts {
+	return Counts{
+		Exec: a.Exec + b.Exec, Query: a.Query + b.Query, Prepare: a.Prepare + b.Prepare,
+		Begin: a.Begin + b.Begin, Commit: a.Commit + b.Commit, Rollback: a.Rollback + b.Rollback,
+		Ping: a.Ping + b.Ping,
+	}
+}
+
+// Stats summarises durations.
+type Stats struct {
+	N                 int
+	Median, Mean, P99 time.Duration
+	Min, Max, P90     time.Duration
+}
+
+func stats(ds []time.Duration) Stats {
+	if len(ds) == 0 {
+		return Stats{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return Stats{
+		N: len(s), Median: q(0.5), Mean: sum / time.Duration(len(s)), P99: q(0.99),
+		Min: s[0], Max: s[len(s)-1], P90: q(0.9),
+	}
+}
