@@ -293,6 +293,15 @@ func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 	if w.res != nil {
 		res = &w.res[li]
 	}
+	// A generation is released at most once, so a logged release belongs to
+	// an ok release of that fence if there is one, never also to an
+	// ambiguous retry of it.
+	okRelease := map[int64]bool{}
+	for _, o := range w.ops[li] {
+		if o.Kind == opRelease && o.Res == resOK {
+			okRelease[o.Fence] = true
+		}
+	}
 	for _, o := range w.ops[li] {
 		if !strictAcquire && o.Res == resFailed && (o.Kind == opAcquire || o.Kind == opAcquireWait) {
 			o.Res, o.Out.Res = resAmbiguous, resAmbiguous // see Config.StrictAcquire
@@ -306,7 +315,7 @@ func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 				}
 				o.Res, o.Out.Res, resolved = resOK, resOK, true
 			case opRelease:
-				if !res.releases[o.Fence] {
+				if !res.releases[o.Fence] || okRelease[o.Fence] {
 					continue
 				}
 				o.Res, o.Out.Res, resolved = resOK, resOK, true
@@ -447,10 +456,21 @@ func (c *checker) dump(w *window, li int, model porcupine.Model, info porcupine.
 	js, _ := json.MarshalIndent(map[string]any{
 		"seed": c.h.cfg.Seed, "window": w.index, "lease": c.h.leases[li], "init": w.init[li],
 		"window_start_ns": w.start, "window_end_ns": w.end, "ops": ops,
+		"resolution": map[string]any{"committed_writes": keys(w.res[li].writes), "released_fences": keys(w.res[li].releases),
+			"orphan_acquisitions": w.res[li].orphanAcq, "orphan_revokes": w.res[li].orphanRev},
 	}, "", " ")
 	_ = os.WriteFile(base+".json", js, 0o644)
 	if err := porcupine.VisualizePath(model, info, base+".html"); err != nil {
 		return base + ".json"
 	}
 	return base + ".html"
+}
+
+func keys(m map[int64]bool) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }

@@ -101,11 +101,12 @@ type Config struct {
 	// TTL of every lease (default 150ms); pauses last 1.2–2× TTL.
 	TTL time.Duration
 	// Window is how long clients run between two quiesced barriers (default
-	// 2s); each window is checked on its own.
+	// 1.5s); each window is checked on its own, and porcupine's search grows
+	// steeply with the calls left open to a window's end.
 	Window time.Duration
 	// OpTimeout bounds each call (default 2s).
 	OpTimeout time.Duration
-	// CheckTimeout bounds porcupine per window and lease (default 30s); a
+	// CheckTimeout bounds porcupine per window and lease (default 60s); a
 	// check that runs out is reported as unknown, never as a pass.
 	CheckTimeout time.Duration
 	// Progress receives a progress line every second (nil: none).
@@ -135,13 +136,13 @@ func (c *Config) defaults() error {
 		c.TTL = 150 * time.Millisecond
 	}
 	if c.Window <= 0 {
-		c.Window = 2 * time.Second
+		c.Window = 1500 * time.Millisecond
 	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = 2 * time.Second
 	}
 	if c.CheckTimeout <= 0 {
-		c.CheckTimeout = 30 * time.Second
+		c.CheckTimeout = 60 * time.Second
 	}
 	if c.Faults == nil {
 		c.Faults = Faults{}

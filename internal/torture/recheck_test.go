@@ -27,6 +27,12 @@ func TestRecheck(t *testing.T) {
 		Start int64 `json:"window_start_ns"`
 		End   int64 `json:"window_end_ns"`
 		Ops   []op  `json:"ops"`
+		Res   *struct {
+			Writes   []int64 `json:"committed_writes"`
+			Releases []int64 `json:"released_fences"`
+			Acq      int     `json:"orphan_acquisitions"`
+			Rev      int     `json:"orphan_revokes"`
+		} `json:"resolution"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatal(err)
@@ -43,6 +49,34 @@ func TestRecheck(t *testing.T) {
 		d.Ops[i].Kind, d.Ops[i].Res = kinds[d.Ops[i].KindS], results[d.Ops[i].ResS]
 	}
 	w := &window{start: d.Start, end: d.End, init: []state{d.Init}, ops: [][]op{d.Ops}}
+	if d.Res != nil && os.Getenv("FENCE_TORTURE_UNRESOLVED") == "" {
+		r := resolution{writes: map[int64]bool{}, releases: map[int64]bool{}, orphanAcq: d.Res.Acq, orphanRev: d.Res.Rev}
+		for _, id := range d.Res.Writes {
+			r.writes[id] = true
+		}
+		for _, f := range d.Res.Releases {
+			r.releases[f] = true
+		}
+		w.res = []resolution{r}
+	}
+	if v := os.Getenv("FENCE_TORTURE_VARIANT"); v != "" {
+		// Try resolutions by hand: "dropacq" drops every ambiguous acquire,
+		// "keepacq" keeps them; both take every ambiguous write and release
+		// as committed.
+		r := resolution{writes: map[int64]bool{}, releases: map[int64]bool{}, orphanAcq: 99, orphanRev: 99}
+		if v == "dropacq" || v == "dropacq-norelease" {
+			r.orphanAcq = 0
+		}
+		for _, o := range d.Ops {
+			if o.Res == resAmbiguous {
+				r.writes[o.ID] = true
+				if v != "dropacq-norelease" {
+					r.releases[o.Fence] = true
+				}
+			}
+		}
+		w.res = []resolution{r}
+	}
 	hs := history(w, 0, os.Getenv("FENCE_TORTURE_STRICT_ACQUIRE") == "1")
 	timeout := 10 * time.Minute
 	res, info := porcupine.CheckOperationsVerbose(newModel(d.Init), hs, timeout)

@@ -359,7 +359,7 @@ func (c *client) pickKind(li int, tok fence.Token) opKind {
 	r := c.rng.Float64()
 	if tok.IsZero() {
 		switch {
-		case r < 0.63:
+		case r < 0.64:
 			return opAcquire
 		case r < 0.65:
 			// AcquireWait blocks for up to a TTL, so it is rare; it is the
@@ -392,7 +392,7 @@ func (c *client) pickKind(li int, tok fence.Token) opKind {
 		return opAcquire
 	case r < 0.97:
 		return opRevoke
-	case r < 0.98:
+	case r < 0.975:
 		return opAcquireWait
 	default:
 		return opGet
