@@ -1,0 +1,256 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/fencekit/fence/internal/ops"
+	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/internal/teststore"
+)
+
+// chromium is Debian's chromium package (apt-get install chromium).
+const chromium = "/usr/bin/chromium"
+
+// browserTimeout bounds a whole browser test: start, every wait, and the
+// browser's shutdown.
+const browserTimeout = 30 * time.Second
+
+// browser starts a headless Chromium for t and returns a context for its
+// first tab. The browser, its processes and its profile directory are gone
+// when t ends. Without Chromium the test is skipped, or fails under
+// FENCE_REQUIRE_DBS=1 (CI installs it).
+func browser(t *testing.T) (context.Context, *consoleLog) {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		if testdb.Required() {
+			t.Fatalf("browser test required (FENCE_REQUIRE_DBS=1) but %s is missing: %v; apt-get install chromium", chromium, err)
+		}
+		t.Skipf("SKIP browser test: %s is missing (apt-get install chromium); FENCE_REQUIRE_DBS=1 makes this a failure", chromium)
+	}
+	dir, err := os.MkdirTemp("", "fence-ops-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Chromium's helpers can still write to the profile for a moment
+		// after the browser exits.
+		for range 50 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("could not remove the browser profile %s", dir)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), browserTimeout)
+	t.Cleanup(cancel)
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox, // the tests run as root in CI
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(dir),
+	)
+	t.Cleanup(acancel) // kills the browser if it is still there, and waits for it
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		// Close the browser gracefully, for at most 10s; acancel then
+		// kills whatever is left.
+		cctx, ccancel := context.WithTimeout(bctx, 10*time.Second)
+		defer ccancel()
+		_ = chromedp.Cancel(cctx)
+		bcancel()
+	})
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	return bctx, watchConsole(bctx)
+}
+
+// consoleLog collects the page's uncaught exceptions and console errors
+// (a Content-Security-Policy violation is one).
+type consoleLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func watchConsole(ctx context.Context) *consoleLog {
+	c := &consoleLog{}
+	msgs := chromedp.Console(ctx) // subscribes now; ends with ctx
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError {
+				c.mu.Lock()
+				c.msgs = append(c.msgs, m.String())
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return c
+}
+
+func (c *consoleLog) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.msgs {
+		t.Errorf("browser console: %s", m)
+	}
+}
+
+// js quotes s as a JavaScript string literal.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// leaseCell is a JS expression: the text of cell class cls in the lease
+// row named name, or "" while there is no such row.
+func leaseCell(name, cls string) string {
+	return fmt.Sprintf(`(function () {
+  var tr = Array.prototype.find.call(document.querySelectorAll("#leases tbody tr"), function (r) { return r.dataset.lease === %s; });
+  var td = tr && tr.querySelector("td.%s");
+  return td ? td.textContent : "";
+})()`, js(name), cls)
+}
+
+// waitTimeout bounds one wait for the page, leaving time within
+// browserTimeout to report what the page shows instead.
+const waitTimeout = 15 * time.Second
+
+// waitFor polls expr until it evaluates to want, for at most waitTimeout.
+func waitFor(t *testing.T, ctx context.Context, what, expr, want string) {
+	t.Helper()
+	_, err := chromedp.Run(ctx, chromedp.Poll[string](fmt.Sprintf(`(%s) === %s ? "ok" : ""`, expr, js(want)),
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitTimeout)))
+	if err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		t.Fatalf("waiting for %s to be %q (it is %q): %v", what, want, got, err)
+	}
+}
+
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// TestBrowserShowsTakeover loads the page in headless Chromium, sees a held
+// lease, takes the lease over in Go and waits until the open page, without
+// a reload, shows the new fence and holder, and the previous owner's run as
+// abandoned. A second tab with JavaScript disabled shows the same state.
+func TestBrowserShowsTakeover(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		const name = "nightly-report"
+		first, err := s.Acquire(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := s.StartRun(ctx, first.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Acquire(ctx, hostile, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(ops.Handler(s))
+		defer srv.Close()
+
+		bctx, console := browser(t)
+		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+			t.Fatal(err)
+		}
+		fence1 := strconv.FormatInt(first.Token.Fence, 10)
+		waitFor(t, bctx, "the lease's fence", leaseCell(name, "fence"), fence1)
+		if got := eval[string](t, bctx, leaseCell(name, "owner")); got != first.Token.Owner[:8] {
+			t.Errorf("holder %q, want %q", got, first.Token.Owner[:8])
+		}
+		// Marks this document: a reload would lose the mark.
+		eval[bool](t, bctx, `window.fenceTestMark = true`)
+
+		// Takeover: an operator revokes, another worker acquires and starts
+		// a run, which abandons the first owner's run.
+		if _, err := s.Revoke(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		second, err := s.Acquire(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.StartRun(ctx, second.Token, nil); err != nil {
+			t.Fatal(err)
+		}
+		fence2 := strconv.FormatInt(second.Token.Fence, 10)
+		waitFor(t, bctx, "the fence after the takeover", leaseCell(name, "fence"), fence2)
+		if got := eval[string](t, bctx, leaseCell(name, "owner")); got != second.Token.Owner[:8] {
+			t.Errorf("holder after the takeover %q, want %q", got, second.Token.Owner[:8])
+		}
+		if !eval[bool](t, bctx, `window.fenceTestMark === true`) {
+			t.Error("the page was reloaded; it should update in place")
+		}
+		waitFor(t, bctx, "the first owner's run in stale rejections",
+			fmt.Sprintf(`(function () { var td = document.querySelector('#stale tr[data-run="%d"] td.status'); return td ? td.textContent : ""; })()`, run),
+			"abandoned")
+		if got := eval[string](t, bctx, `document.getElementById("status").textContent`); !strings.HasPrefix(got, "live · db time ") {
+			t.Errorf("status %q, want live", got)
+		}
+
+		// The hostile name is text in the live-updated table, and none of
+		// its markup ran or became elements.
+		if got := eval[string](t, bctx, leaseCell(hostile, "name")); got != hostile {
+			t.Errorf("hostile lease name shown as %q", got)
+		}
+		if eval[bool](t, bctx, `window.pwned !== undefined || document.querySelectorAll("table img, table script").length > 0`) {
+			t.Error("markup in a lease name ran or became elements")
+		}
+
+		// Without JavaScript the page is complete on load.
+		nctx, ncancel := chromedp.NewContext(bctx)
+		defer ncancel()
+		if err := chromedp.Do(nctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Call(nctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(nctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+			t.Fatal(err)
+		}
+		if got := eval[string](t, nctx, leaseCell(name, "fence")); got != fence2 {
+			t.Errorf("without JavaScript: fence %q, want %q", got, fence2)
+		}
+		if got := eval[string](t, nctx, leaseCell(hostile, "name")); got != hostile {
+			t.Errorf("without JavaScript: hostile lease name shown as %q", got)
+		}
+		if got := eval[string](t, nctx, `document.getElementById("status").textContent`); strings.HasPrefix(got, "live") {
+			t.Errorf("the script ran with JavaScript disabled (status %q)", got)
+		}
+		console.check(t)
+	})
+}

@@ -1,0 +1,54 @@
+package ops
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"html/template"
+	"net/http"
+)
+
+//go:embed page.html
+var pageHTML string
+
+// pageTmpl is html/template, so every value is escaped for where it lands
+// (text, attribute, class); the script inserts values as text only.
+var pageTmpl = template.Must(template.New("page").Parse(pageHTML))
+
+type pageData struct {
+	Nonce           string
+	Dialect, Prefix string
+	RefreshMs       int64
+	Leases          leasesView
+	Runs            runsView
+	Err             string
+}
+
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	d := pageData{Nonce: nonce(), Dialect: string(h.store.Dialect()), Prefix: h.store.Prefix(),
+		RefreshMs: h.refresh.Milliseconds()}
+	var lerr, rerr error
+	d.Leases, lerr = h.leases(ctx)
+	d.Runs, rerr = h.runs(ctx)
+	status := http.StatusOK
+	if err := errors.Join(lerr, rerr); err != nil {
+		h.failed(r, "page", err)
+		d.Err = "The database did not answer: " + err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, d); err != nil {
+		h.failed(r, "page template", err)
+		http.Error(w, "ops: rendering the page failed", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+d.Nonce+"'; style-src 'nonce-"+d.Nonce+
+		"'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
