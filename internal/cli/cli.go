@@ -152,6 +152,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.releaseCmd(),
 		a.demoCmd(),
 		a.versionCmd(),
+		a.serveCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.DisableFlagsInUseLine = true // each Use line already shows its flags
