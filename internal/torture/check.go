@@ -64,7 +64,6 @@ type leaseFacts struct {
 	// acquireFindings: acquires reported as definite failures that the
 	// database log shows committed (see Config.StrictAcquire).
 	acquireFindings int64
-	checked         bool
 }
 
 // check walks one window's events of one lease in commit order and checks

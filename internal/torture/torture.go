@@ -717,7 +717,10 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 // states.
 func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) ([]state, error) {
 	end := h.now()
-	h.restartMu.Lock() // a restart in progress finishes first
+	// A restart in progress finishes first: taking and dropping the lock
+	// waits for it.
+	h.restartMu.Lock()
+	//lint:ignore SA2001 the empty section is the wait
 	h.restartMu.Unlock()
 	if h.px != nil {
 		h.px.Heal()
