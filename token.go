@@ -129,7 +129,7 @@ func validateOwner(o string) error {
 
 // clip keeps hostile or huge input out of error messages.
 func clip(s string) string {
-	const max = 80
+	const max = 48 // bytes; %q can make each one four characters
 	if len(s) > max {
 		return s[:max] + "…"
 	}
