@@ -108,6 +108,10 @@ func parseURL(dsn string) (*gomysql.Config, error) {
 		return nil, redact(errors.New("mysql: invalid DSN parameter: "+err.Error()), pass)
 	}
 	cfg.Passwd = pass
+	// The driver's own log lines ("closing bad idle connection: EOF") go to
+	// the process's stderr by default; every failure they describe is also
+	// returned as an error, which is where fence reports it.
+	cfg.Logger = quiet{}
 	if !params.Has("clientFoundRows") {
 		cfg.ClientFoundRows = true
 	}
@@ -130,3 +134,8 @@ func redact(err error, pass string) error {
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), pass, "xxxxx"))
 }
+
+// quiet discards go-sql-driver's log output.
+type quiet struct{}
+
+func (quiet) Print(...any) {}
