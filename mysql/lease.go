@@ -74,9 +74,11 @@ func (d *Driver) acquireReturning(ctx context.Context, p driver.AcquireParams) (
 		id int64
 		l  driver.Lease
 	)
-	err := d.retryDeadlock(ctx, func() error {
-		return d.db.QueryRowContext(ctx, d.q["lease_acquire_returning"], p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs).Scan(
-			&id, &l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	err := d.run("lease_acquire_returning", func(st *sql.Stmt) error {
+		return d.retryDeadlock(ctx, func() error {
+			return d.queryRow(ctx, st, "lease_acquire_returning", p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs).Scan(
+				&id, &l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+		})
 	})
 	if err != nil {
 		return driver.AcquireResult{}, err
@@ -85,6 +87,14 @@ func (d *Driver) acquireReturning(ctx context.Context, p driver.AcquireParams) (
 		return driver.AcquireResult{Acquired: true, Fence: id, LeasedUntilMs: l.LeasedUntilMs, NowMs: l.NowMs}, nil
 	}
 	return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, nil
+}
+
+// queryRow runs st, or query key ad hoc when st is nil.
+func (d *Driver) queryRow(ctx context.Context, st *sql.Stmt, key string, args ...any) *sql.Row {
+	if st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return d.db.QueryRowContext(ctx, d.q[key], args...)
 }
 
 // hasReturning reports whether the server is MariaDB 10.5 or later, asking
@@ -221,13 +231,31 @@ func tokensTable(n int) string {
 
 // LeaseRelease releases a valid lease.
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
-	return d.execOne(ctx, d.q["lease_release"], t.Name, t.Owner, t.Fence)
+	var res sql.Result
+	err := d.run("lease_release", func(st *sql.Stmt) error {
+		return d.retryDeadlock(ctx, func() error {
+			var err error
+			if st != nil {
+				res, err = st.ExecContext(ctx, t.Name, t.Owner, t.Fence)
+			} else {
+				res, err = d.db.ExecContext(ctx, d.q["lease_release"], t.Name, t.Owner, t.Fence)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // LeaseIsHeld reports whether the token is valid now.
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
 	var n int64
-	err := d.db.QueryRowContext(ctx, d.q["lease_is_held"], t.Name, t.Owner, t.Fence).Scan(&n)
+	err := d.run("lease_is_held", func(st *sql.Stmt) error {
+		return d.queryRow(ctx, st, "lease_is_held", t.Name, t.Owner, t.Fence).Scan(&n)
+	})
 	return n > 0, err
 }
 

@@ -41,6 +41,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 
@@ -85,6 +86,7 @@ type Driver struct {
 	// returning is whether the server takes INSERT ... RETURNING (MariaDB
 	// 10.5+): returningUnknown until the first acquire asks.
 	returning atomic.Int32
+	stmts     *stmtCache
 }
 
 const (
@@ -119,6 +121,8 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 		d.q[k] = strings.ReplaceAll(d.expand(v), "{{guard}}", guard)
 	}
 	d.q["lease_acquire_returning"] = d.q["lease_acquire"] + "\n" + d.q["lease_acquire_returning"]
+	d.stmts = &stmtCache{m: map[string]*sql.Stmt{}, preparing: map[string]bool{}}
+	runtime.AddCleanup(d, (*stmtCache).close, d.stmts)
 	return d, nil
 }
 
