@@ -108,6 +108,9 @@ func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, 
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
 	var ok bool
 	err := d.db.QueryRowContext(ctx, d.q.isHeld, t.Name, t.Owner, t.Fence).Scan(&ok)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
 	return ok, err
 }
 
