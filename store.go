@@ -288,7 +288,9 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 					continue // try again now: a release before the watch began is not announced
 				}
 			}
-			sleep = min(max(held.Remaining, s.wait.min), s.wait.max)
+			// Until the reported expiry (+1ms: the database counts whole
+			// milliseconds), so a lapsed holder is taken over promptly.
+			sleep = min(held.Remaining+time.Millisecond, s.wait.max)
 			backoff = s.wait.min
 		case IsRetryable(err):
 			sleep = backoff
