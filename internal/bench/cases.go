@@ -55,6 +55,9 @@ func Cases() []Case {
 	return []Case{
 		{Name: FloorUpdate, Setup: setupFloor},
 		{Name: Select1, Setup: setupSelect1},
+		// Not a target: the cheapest read of a table row, to show how much
+		// of is_held and acquire_held any table access costs.
+		{Name: "pk_select", Baseline: Select1, Setup: setupPKSelect},
 		{Name: "acquire", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupAcquire},
 		{Name: "renew", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupRenew},
 		{Name: "release", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupRelease},
@@ -94,6 +97,16 @@ func setupSelect1(ctx context.Context, e *Env) (Op, error) {
 	return Op{Do: func(ctx context.Context) error {
 		var n int
 		return e.DB.QueryRowContext(ctx, "SELECT 1").Scan(&n)
+	}}, nil
+}
+
+// setupPKSelect: SELECT of one column of the floor table's row by primary
+// key (setupFloor made the table).
+func setupPKSelect(ctx context.Context, e *Env) (Op, error) {
+	q := e.Rebind(fmt.Sprintf("SELECT fence_token FROM %s WHERE lease_name = ?", e.Table("floor")))
+	return Op{Do: func(ctx context.Context) error {
+		var f int64
+		return e.DB.QueryRowContext(ctx, q, "floor").Scan(&f)
 	}}, nil
 }
 

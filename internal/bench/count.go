@@ -17,13 +17,18 @@ import (
 // A call the driver declines without reaching the server (driver.ErrSkip,
 // which makes database/sql prepare instead) is not counted; the prepare and
 // the statement's execution that follow are.
+//
+// On PostgreSQL the network turns are counted too (Net), as a check on the
+// driver-level count: a read that follows a write on the connection.
 type Counter struct {
 	exec, query, prepare, begin, commit, rollback, ping atomic.Int64
+	net                                                 atomic.Int64
 }
 
-// Counts is a snapshot of a Counter.
+// Counts is a snapshot of a Counter. Net is not part of Total.
 type Counts struct {
 	Exec, Query, Prepare, Begin, Commit, Rollback, Ping int64
+	Net                                                 int64
 }
 
 // Snapshot returns the counts so far.
@@ -31,7 +36,7 @@ func (c *Counter) Snapshot() Counts {
 	return Counts{
 		Exec: c.exec.Load(), Query: c.query.Load(), Prepare: c.prepare.Load(),
 		Begin: c.begin.Load(), Commit: c.commit.Load(), Rollback: c.rollback.Load(),
-		Ping: c.ping.Load(),
+		Ping: c.ping.Load(), Net: c.net.Load(),
 	}
 }
 
@@ -48,7 +53,7 @@ func (n Counts) Sub(m Counts) Counts {
 	return Counts{
 		Exec: n.Exec - m.Exec, Query: n.Query - m.Query, Prepare: n.Prepare - m.Prepare,
 		Begin: n.Begin - m.Begin, Commit: n.Commit - m.Commit, Rollback: n.Rollback - m.Rollback,
-		Ping: n.Ping - m.Ping,
+		Ping: n.Ping - m.Ping, Net: n.Net - m.Net,
 	}
 }
 

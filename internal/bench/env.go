@@ -13,7 +13,6 @@ import (
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/mysql"
-	"github.com/fencekit/fence/postgres"
 	"github.com/fencekit/fence/sqlite"
 )
 
@@ -62,6 +61,7 @@ func openPrefix(ctx context.Context, dsn, prefix string, opts ...fence.Option) (
 	if err != nil {
 		return nil, err
 	}
+	n := &Counter{}
 	var c sqldriver.Connector
 	switch d.Dialect {
 	case fence.SQLite:
@@ -70,14 +70,13 @@ func openPrefix(ctx context.Context, dsn, prefix string, opts ...fence.Option) (
 		}
 		c, err = sqlite.NewConnector(d.Path)
 	case fence.Postgres:
-		c, err = postgres.NewConnector(dsn)
+		c, err = pgxConnector(dsn, n)
 	case fence.MySQL:
 		c, err = mysql.NewConnector(dsn)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", d.Redacted, err)
 	}
-	n := &Counter{}
 	db := sql.OpenDB(CountingConnector(c, n))
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()

@@ -239,6 +239,7 @@ func breakdown(c Counts, n float64) string {
 	add("commit", c.Commit)
 	add("rollback", c.Rollback)
 	add("ping", c.Ping)
+	add("net", c.Net)
 	return s
 }
 
