@@ -294,11 +294,16 @@ func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 	}
 	// A generation is released at most once, so a logged release belongs to
 	// an ok release of that fence if there is one, never also to an
-	// ambiguous retry of it.
+	// ambiguous retry of it; and of several ambiguous releases of one fence
+	// the log cannot say which committed, so those stay "maybe".
 	okRelease := map[int64]bool{}
+	ambRelease := map[int64]int{}
 	for _, o := range w.ops[li] {
 		if o.Kind == opRelease && o.Res == resOK {
 			okRelease[o.Fence] = true
+		}
+		if o.Kind == opRelease && o.Res == resAmbiguous {
+			ambRelease[o.Fence]++
 		}
 	}
 	for _, o := range w.ops[li] {
@@ -314,10 +319,12 @@ func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 				}
 				o.Res, o.Out.Res, resolved = resOK, resOK, true
 			case opRelease:
-				if !res.releases[o.Fence] || okRelease[o.Fence] {
-					continue
+				switch {
+				case !res.releases[o.Fence] || okRelease[o.Fence]:
+					continue // it did not commit
+				case ambRelease[o.Fence] == 1:
+					o.Res, o.Out.Res, resolved = resOK, resOK, true
 				}
-				o.Res, o.Out.Res, resolved = resOK, resOK, true
 			case opAcquire, opAcquireWait:
 				if res.orphanAcq == 0 {
 					continue

@@ -190,10 +190,6 @@ func apply(s state, in input, out output) []state {
 		case resAmbiguous:
 			n := s
 			n.Unknown, n.Orphan, n.Valid = true, true, false
-			if s.Fence == 0 && !s.Unknown {
-				// On a missing row the revoke may also have done nothing.
-				return []state{s, n}
-			}
 			return []state{s, n}
 		}
 	case opWrite, opTxWrite:

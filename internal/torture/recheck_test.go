@@ -57,6 +57,9 @@ func TestRecheck(t *testing.T) {
 		for _, f := range d.Res.Releases {
 			r.releases[f] = true
 		}
+		if os.Getenv("FENCE_TORTURE_KEEPACQ") != "" {
+			r.orphanAcq = 99 // keep ambiguous acquires, to bisect a resolution
+		}
 		w.res = []resolution{r}
 	}
 	if v := os.Getenv("FENCE_TORTURE_VARIANT"); v != "" {

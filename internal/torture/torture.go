@@ -588,9 +588,6 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 func classify(kind opKind, err error) outcome {
 	switch {
 	case err == nil:
-		if kind == opIsHeld {
-			return resOK
-		}
 		return resOK
 	case kind == opAcquireWait:
 		// AcquireWait retries transient errors itself, and an attempt whose
