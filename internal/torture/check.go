@@ -388,6 +388,12 @@ func (c *checker) check(w *window) {
 		model := newModel(w.init[li])
 		t0 := time.Now()
 		res, info := porcupine.CheckOperationsVerbose(model, hs, c.h.cfg.CheckTimeout)
+		if res == porcupine.Unknown {
+			// A few windows (a crash that broke many calls at once) are
+			// far harder than the rest: one more try with a larger budget
+			// before calling it unknown.
+			res, info = porcupine.CheckOperationsVerbose(model, hs, 3*c.h.cfg.CheckTimeout)
+		}
 		el := time.Since(t0)
 		c.mu.Lock()
 		c.checked++
@@ -399,7 +405,7 @@ func (c *checker) check(w *window) {
 		v := Violation{Check: "linearizability", Window: w.index, Lease: c.h.leases[li], Ops: len(hs),
 			From: secs(w.start), To: secs(w.end)}
 		if res == porcupine.Unknown {
-			v.Detail = fmt.Sprintf("porcupine timed out after %v on %d operations: unknown, not a pass", c.h.cfg.CheckTimeout, len(hs))
+			v.Detail = fmt.Sprintf("porcupine timed out (after %v, then %v) on %d operations: unknown, not a pass", c.h.cfg.CheckTimeout, 3*c.h.cfg.CheckTimeout, len(hs))
 			v.File = c.dump(w, li, model, info, hs, "unknown")
 			c.mu.Lock()
 			c.unknown = append(c.unknown, v)

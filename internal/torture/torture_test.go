@@ -42,7 +42,7 @@ func reachable(t *testing.T, name, envVar, dsn string) {
 func runTorture(t *testing.T, dsn string, unsafe bool, d time.Duration) *Result {
 	t.Helper()
 	faults, _ := ParseFaults("all")
-	cfg := Config{DSN: dsn, Clients: 12, Leases: 3, Duration: d, Faults: FaultsFor(faults, dsn),
+	cfg := Config{DSN: dsn, Clients: 8, Leases: 3, Duration: d, Window: time.Second, Faults: FaultsFor(faults, dsn),
 		Seed: uint64(time.Now().UnixNano()), Out: t.TempDir(), Unsafe: unsafe}
 	if unsafe {
 		// Non-linearizable windows are slow to prove; the database log
