@@ -132,13 +132,45 @@ func mariaDBReturning(v string) bool {
 }
 
 // LeaseRenew extends a valid lease; the new expiry comes back through
-// LAST_INSERT_ID, and the database now is that expiry minus the TTL.
+// LAST_INSERT_ID, and the database now is that expiry minus the TTL. It
+// runs as a prepared statement on any pooled connection (see stmts.go).
+// When a trigger on the table zeroed the insert id (MariaDB), the expiry is
+// read back from the row instead: the session's LAST_INSERT_ID() would need
+// the same connection, which a pooled prepared statement does not promise.
+// If the row no longer carries the token (released or revoked since), the
+// renewal still happened and is reported, with its expiry unknown (0).
 func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
-	n, until, err := d.execLastID(ctx, d.q["lease_renew"], ttlMs, t.Name, t.Owner, t.Fence)
-	if err != nil || n == 0 {
+	var res sql.Result
+	err := d.run("lease_renew", func(st *sql.Stmt) error {
+		return d.retryDeadlock(ctx, func() error {
+			var err error
+			if st != nil {
+				res, err = st.ExecContext(ctx, ttlMs, t.Name, t.Owner, t.Fence)
+			} else {
+				res, err = d.db.ExecContext(ctx, d.q["lease_renew"], ttlMs, t.Name, t.Owner, t.Fence)
+			}
+			return err
+		})
+	})
+	if err != nil {
 		return driver.RenewResult{}, err
 	}
-	return driver.RenewResult{Renewed: true, LeasedUntilMs: until, NowMs: until - ttlMs}, nil
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return driver.RenewResult{}, err
+	}
+	until, err := res.LastInsertId()
+	if err == nil && until > 0 {
+		return driver.RenewResult{Renewed: true, LeasedUntilMs: until, NowMs: until - ttlMs}, nil
+	}
+	l, ok, err := d.LeaseGet(ctx, t.Name)
+	if err != nil {
+		return driver.RenewResult{}, afterWrite(err)
+	}
+	r := driver.RenewResult{Renewed: true, NowMs: l.NowMs}
+	if ok && l.Owner == t.Owner && l.Fence == t.Fence && l.LeasedUntilMs > 0 {
+		r.LeasedUntilMs, r.NowMs = l.LeasedUntilMs, l.LeasedUntilMs-ttlMs
+	}
+	return r, nil
 }
 
 // batchChunk is how many tokens one UPDATE of LeaseRenewBatch carries, and

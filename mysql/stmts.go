@@ -17,8 +17,8 @@ import (
 // once on each connection it runs on (one more round trip, the first time
 // on that connection).
 //
-// Statements that must run on a pinned connection (the acquire's and the
-// renew's read-back of LAST_INSERT_ID()) stay ad hoc. The cache is separate
+// Statements that must run on a pinned connection (MySQL 8's acquire and the
+// revoke, which read LAST_INSERT_ID() back on it) stay ad hoc. The cache is separate
 // from the Driver so that a cleanup attached to the Driver can close the
 // statements when it is garbage.
 type stmtCache struct {
