@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +131,9 @@ func manyRound(ctx context.Context, e, p *Env, q string, sc ScaleConfig, workers
 		r.RoundTripsPerOp = float64(c.Total()) / float64(n)
 		r.Statements = breakdown(c, float64(n))
 	}
+	if t := lv.seen(); t != "" {
+		r.Note += "; lock types seen waiting: " + t
+	}
 	if s, ok := firstErr.Load().(string); ok {
 		r.Note += "; first failure: " + s
 	}
@@ -141,16 +147,28 @@ func manyRound(ctx context.Context, e, p *Env, q string, sc ScaleConfig, workers
 type lockView struct {
 	e    *Env
 	what string
+
+	mu    sync.Mutex
+	types map[string]bool // PostgreSQL: lock types seen waiting
 }
 
 func newLockView(e *Env) *lockView {
+	v := &lockView{e: e, types: map[string]bool{}}
 	switch e.Dialect {
 	case fence.Postgres:
-		return &lockView{e, "pg_locks (not granted, on the bench's sessions' queries) and pg_stat_database.deadlocks"}
+		v.what = "pg_locks (not granted, on the bench's sessions' queries) and pg_stat_database.deadlocks"
 	case fence.MySQL:
-		return &lockView{e, "information_schema.INNODB_TRX (LOCK WAIT on the bench's tables) and Innodb_deadlocks"}
+		v.what = "information_schema.INNODB_TRX (LOCK WAIT on the bench's tables) and Innodb_deadlocks"
+	default:
+		v.what = "nowhere: SQLite has no lock view; a busy database shows as failed runs (SQLITE_BUSY)"
 	}
-	return &lockView{e, "nowhere: SQLite has no lock view; a busy database shows as failed runs (SQLITE_BUSY)"}
+	return v
+}
+
+func (v *lockView) seen() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return strings.Join(slices.Sorted(maps.Keys(v.types)), " ")
 }
 
 func (v *lockView) waits(ctx context.Context) (int64, error) {
@@ -158,8 +176,15 @@ func (v *lockView) waits(ctx context.Context) (int64, error) {
 	like := "%" + v.e.prefix + "%"
 	switch v.e.Dialect {
 	case fence.Postgres:
-		err := v.e.DB.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE NOT l.granted AND a.query LIKE $1`, like).Scan(&n)
+		var types string
+		err := v.e.DB.QueryRowContext(ctx, `SELECT count(*), coalesce(string_agg(DISTINCT l.locktype, ','), '')
+			FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE NOT l.granted AND a.query LIKE $1`, like).Scan(&n, &types)
+		if types != "" {
+			v.mu.Lock()
+			v.types[types] = true
+			v.mu.Unlock()
+		}
 		return n, err
 	case fence.MySQL:
 		err := v.e.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX

@@ -29,6 +29,9 @@ type Config struct {
 	Rounds int
 	Budget time.Duration
 	MinOps int
+	// Batch is how many operations of one case run back to back before the
+	// next case's turn (default 1).
+	Batch int
 	// Redis is the address of a Redis server for the Redis-lock alternative;
 	// "" leaves it out, and an unreachable one is reported as skipped.
 	Redis string
@@ -50,6 +53,9 @@ func (c *Config) defaults() {
 	}
 	if c.MinOps <= 0 {
 		c.MinOps = 5
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -106,10 +112,6 @@ func Run(ctx context.Context, dsn string, cfg Config) ([]Result, error) {
 	return append(out, more...), err
 }
 
-// batch is how many operations of one case run back to back before the
-// next case's turn.
-const batch = 4
-
 // RunCases measures cases on e, interleaved a few operations at a time, and
 // compares each with its baseline.
 func RunCases(ctx context.Context, e *Env, cases []Case, cfg Config) ([]Result, error) {
@@ -162,7 +164,7 @@ func RunCases(ctx context.Context, e *Env, cases []Case, cfg Config) ([]Result, 
 			}
 			busy = true
 			t0 := time.Now()
-			if err := st.s.run(ctx, e, st.op, batch, batch, 0); err != nil {
+			if err := st.s.run(ctx, e, st.op, cfg.Batch, cfg.Batch, 0); err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", st.c.Name, err)
 			}
 			spent[i] += time.Since(t0)

@@ -35,7 +35,7 @@ type ScaleConfig struct {
 	RunnerWindow time.Duration
 	// HandoffSamples releases are timed until another process holds the
 	// lease (PostgreSQL 50, elsewhere 15), and CrashSamples takeovers after
-	// a holder stopped without releasing, with CrashTTL (5, 1s).
+	// a holder stopped without releasing, with CrashTTL (10, 1s).
 	HandoffSamples int
 	CrashSamples   int
 	CrashTTL       time.Duration
@@ -65,7 +65,7 @@ func (c *ScaleConfig) defaults() {
 	defInt(&c.RunnerLeases, 100)
 	defDur(&c.RunnerTTL, 3*time.Second)
 	defDur(&c.RunnerWindow, 6*time.Second)
-	defInt(&c.CrashSamples, 5)
+	defInt(&c.CrashSamples, 10)
 	defDur(&c.CrashTTL, time.Second)
 	defInt(&c.Names, 100_000)
 	def(&c.Workers, []int{1, 2, 4, 8, 16})
