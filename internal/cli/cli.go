@@ -153,6 +153,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.demoCmd(),
 		a.versionCmd(),
 		a.serveCmd(),
+		a.benchCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.DisableFlagsInUseLine = true // each Use line already shows its flags

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+)
+
+// fence bench --quick on SQLite prints the JSON list the issue specifies;
+// it checks the wiring, not the numbers.
+func TestBenchQuickJSON(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	code, out, errs := mainIn(t, nil, "", "bench", "--dsn", dsn, "--quick", "--redis", "", "--json")
+	if code != 0 {
+		t.Fatalf("bench: %d\n%s", code, errs)
+	}
+	var rs []map[string]any
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("not a JSON list: %v\n%s", err, out)
+	}
+	byName := map[string]map[string]any{}
+	for _, r := range rs {
+		byName[r["name"].(string)] = r
+	}
+	for _, name := range []string{"floor_update", "select_1", "acquire", "renew", "release", "is_held", "acquire_held", "takeover", "fenced_write", "fenced_tx"} {
+		r, ok := byName[name]
+		if !ok {
+			t.Errorf("no %s in %s", name, out)
+			continue
+		}
+		for _, k := range []string{"name", "ns_per_op", "round_trips_per_op", "baseline", "ratio_to_baseline"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s has no %s", name, k)
+			}
+		}
+	}
+	if r := byName["acquire"]; r != nil && (r["baseline"] != "floor_update" || r["ratio_to_baseline"].(float64) <= 0) {
+		t.Errorf("acquire: %v", r)
+	}
+}
+
+func TestBenchRejectsArguments(t *testing.T) {
+	if code, _, _ := mainIn(t, nil, "", "bench", "extra"); code != ExitUsage {
+		t.Errorf("bench extra: exit %d, want %d", code, ExitUsage)
+	}
+}
