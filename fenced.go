@@ -12,6 +12,7 @@ import (
 )
 
 // Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
+// (PgxExecer is its pgx-native counterpart.)
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
@@ -42,6 +43,9 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 			return err
 		})
 		return n, err
+	}
+	if s.pool != nil {
+		return s.ExecPgx(ctx, s.pool, t, query, args...)
 	}
 	return s.ExecIn(ctx, s.db, t, query, args...)
 }
@@ -183,6 +187,9 @@ func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) (err er
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.db == nil {
+		return fmt.Errorf("%w: this store has no database/sql handle (it was made by OpenPool): use InPgxTx", ErrInvalid)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("begin", "", err)
@@ -215,15 +222,7 @@ var ErrStale = errors.New("fence: resource already written by a newer fence")
 // is missing or a newer fence has written it). Equal fences are accepted so a
 // holder can write its row more than once.
 func ExecResource(ctx context.Context, e Execer, d Dialect, t Token, query string, args ...any) (int64, error) {
-	if err := validateToken(t); err != nil {
-		return 0, err
-	}
-	q, all, err := splice(d, query, args, TokenMarker, -1, func(first int) (string, []any) {
-		if d == Postgres {
-			return fmt.Sprintf("$%d::bigint", first), []any{t.Fence}
-		}
-		return "?", []any{t.Fence}
-	})
+	q, all, err := resourceSQL(d, t, query, args)
 	if err != nil {
 		return 0, err
 	}
@@ -239,6 +238,19 @@ func ExecResource(ctx context.Context, e Execer, d Dialect, t Token, query strin
 		return 0, &StaleError{Lease: t.Lease, Fence: t.Fence}
 	}
 	return n, nil
+}
+
+// resourceSQL puts t's fence where query says {{fence_token}}.
+func resourceSQL(d Dialect, t Token, query string, args []any) (string, []any, error) {
+	if err := validateToken(t); err != nil {
+		return "", nil, err
+	}
+	return splice(d, query, args, TokenMarker, -1, func(first int) (string, []any) {
+		if d == Postgres {
+			return fmt.Sprintf("$%d::bigint", first), []any{t.Fence}
+		}
+		return "?", []any{t.Fence}
+	})
 }
 
 // StaleError is returned by ExecResource when the row refused the fence.

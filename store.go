@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencekit/fence/internal/driver"
 	"github.com/fencekit/fence/mysql"
 	"github.com/fencekit/fence/postgres"
@@ -27,7 +29,8 @@ const (
 // Store is a lease store over one database. It is safe for concurrent use.
 type Store struct {
 	drv     driver.Driver
-	db      *sql.DB
+	db      *sql.DB       // nil for a store made by OpenPool
+	pool    *pgxpool.Pool // nil unless made by OpenPool
 	ownsDB  bool
 	dialect Dialect
 	prefix  string
@@ -105,24 +108,14 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // clientFoundRows=true if you use fenced writes, so that a write that matched
 // a row but changed nothing is not mistaken for a rejection.
 func OpenDB(db *sql.DB, dialect Dialect, opts ...Option) (*Store, error) {
-	s := &Store{
-		db:      db,
-		dialect: dialect,
-		prefix:  DefaultPrefix,
-		log:     slog.New(slog.DiscardHandler),
-		clock:   systemClock{},
-		wait:    waitConfig{min: 25 * time.Millisecond, max: 2 * time.Second},
-	}
-	for _, o := range opts {
-		o(s)
-	}
-	if err := ValidatePrefix(s.prefix); err != nil {
+	s, err := newStore(dialect, opts)
+	if err != nil {
 		return nil, err
 	}
-	if s.wait.min <= 0 || s.wait.max < s.wait.min {
-		return nil, fmt.Errorf("%w: wait backoff min %v max %v", ErrInvalid, s.wait.min, s.wait.max)
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
 	}
-	var err error
+	s.db = db
 	switch dialect {
 	case SQLite:
 		s.drv, err = sqlite.New(db, s.prefix)
@@ -139,18 +132,40 @@ func OpenDB(db *sql.DB, dialect Dialect, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// newStore applies and validates the options common to every handle.
+func newStore(dialect Dialect, opts []Option) (*Store, error) {
+	s := &Store{
+		dialect: dialect,
+		prefix:  DefaultPrefix,
+		log:     slog.New(slog.DiscardHandler),
+		clock:   systemClock{},
+		wait:    waitConfig{min: 25 * time.Millisecond, max: 2 * time.Second},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := ValidatePrefix(s.prefix); err != nil {
+		return nil, err
+	}
+	if s.wait.min <= 0 || s.wait.max < s.wait.min {
+		return nil, fmt.Errorf("%w: wait backoff min %v max %v", ErrInvalid, s.wait.min, s.wait.max)
+	}
+	return s, nil
+}
+
 // Dialect returns the store's database dialect.
 func (s *Store) Dialect() Dialect { return s.dialect }
 
 // Prefix returns the table prefix.
 func (s *Store) Prefix() string { return s.prefix }
 
-// DB returns the underlying database handle, for the caller's own fenced writes.
+// DB returns the underlying database/sql handle, for the caller's own fenced
+// writes. It is nil for a store made by OpenPool; use Pool.
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Close closes the database handle if Open opened it.
 func (s *Store) Close() error {
-	if s.ownsDB {
+	if s.ownsDB && s.db != nil {
 		return s.db.Close()
 	}
 	return nil

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"sync"
 	"time"
@@ -52,7 +50,7 @@ type hub struct {
 	up      bool
 	gen     int                // incremented on every start and stop
 	cancel  context.CancelFunc // stops the listen goroutine
-	locks   *sql.Conn          // holds the presence locks
+	locks   session            // holds the presence locks
 	linger  *time.Timer
 	restart *time.Timer
 	// noPgx: the handle is not pgx's, so there is no WaitForNotification
@@ -109,8 +107,7 @@ func (h *hub) channel() string { return h.d.prefix + "release" }
 
 // lockLocked takes the presence lock of name on the locks connection.
 func (h *hub) lockLocked(ctx context.Context, name string) error {
-	_, err := h.locks.ExecContext(ctx, "SELECT pg_advisory_lock_shared(hashtext($1), hashtext($2))", h.channel(), name)
-	return err
+	return h.locks.exec(ctx, "SELECT pg_advisory_lock_shared(hashtext($1), hashtext($2))", h.channel(), name)
 }
 
 func (h *hub) unwatch(name string, ch chan struct{}) {
@@ -127,7 +124,7 @@ func (h *hub) unwatch(name string, ch chan struct{}) {
 	delete(h.names, name)
 	if h.up && w.locked {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := h.locks.ExecContext(ctx, "SELECT pg_advisory_unlock_shared(hashtext($1), hashtext($2))", h.channel(), name)
+		err := h.locks.exec(ctx, "SELECT pg_advisory_unlock_shared(hashtext($1), hashtext($2))", h.channel(), name)
 		cancel()
 		if err != nil {
 			h.failLocked(h.gen)
@@ -155,27 +152,27 @@ func (h *hub) startLocked(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	lc, err := h.d.db.Conn(ctx)
+	lc, err := h.d.c.session(ctx)
 	if err != nil {
 		h.retryLocked()
 		return
 	}
-	if _, err := lc.ExecContext(ctx, "LISTEN "+pgx.Identifier{h.channel()}.Sanitize()); err != nil {
-		discard(lc)
+	if err := lc.exec(ctx, "LISTEN "+pgx.Identifier{h.channel()}.Sanitize()); err != nil {
+		lc.discard()
 		h.retryLocked()
 		return
 	}
-	locks, err := h.d.db.Conn(ctx)
+	locks, err := h.d.c.session(ctx)
 	if err != nil {
-		discard(lc)
+		lc.discard()
 		h.retryLocked()
 		return
 	}
 	h.locks = locks
 	for name, w := range h.names {
 		if err := h.lockLocked(ctx, name); err != nil {
-			discard(lc)
-			discard(locks)
+			lc.discard()
+			locks.discard()
 			h.locks = nil
 			for _, w := range h.names {
 				w.locked = false
@@ -208,22 +205,16 @@ func (h *hub) retryLocked() {
 }
 
 // listen delivers notifications until ctx ends or the connection fails.
-func (h *hub) listen(ctx context.Context, lc *sql.Conn, gen int) {
-	err := lc.Raw(func(dc any) error {
-		pc, ok := pgxConn(dc)
-		if !ok {
-			return errors.Join(sqldriver.ErrBadConn, errNoPgx)
+func (h *hub) listen(ctx context.Context, lc session, gen int) {
+	var err error
+	for {
+		var payload string
+		if payload, err = lc.waitForNotification(ctx); err != nil {
+			break
 		}
-		for {
-			n, err := pc.WaitForNotification(ctx)
-			if err != nil {
-				// Discard the session: it is still LISTENing.
-				return errors.Join(sqldriver.ErrBadConn, err)
-			}
-			h.dispatch(n.Payload)
-		}
-	})
-	lc.Close()
+		h.dispatch(payload)
+	}
+	lc.discard()
 	if ctx.Err() != nil {
 		return // stopped
 	}
@@ -271,7 +262,7 @@ func (h *hub) stopLocked() {
 	h.gen++
 	h.up = false
 	h.cancel()
-	discard(h.locks)
+	h.locks.discard()
 	h.locks = nil
 	for _, w := range h.names {
 		w.locked = false
@@ -286,26 +277,5 @@ func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// discard closes c's session instead of returning it to the pool.
-func discard(c *sql.Conn) {
-	_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
-	c.Close()
-}
-
-// pgxConn finds the *pgx.Conn under a database/sql driver connection, also
-// through wrappers (instrumentation) that offer Unwrap.
-func pgxConn(dc any) (*pgx.Conn, bool) {
-	for {
-		switch c := dc.(type) {
-		case interface{ Conn() *pgx.Conn }:
-			return c.Conn(), true
-		case interface{ Unwrap() sqldriver.Conn }:
-			dc = c.Unwrap()
-		default:
-			return nil, false
-		}
 	}
 }

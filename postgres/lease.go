@@ -21,7 +21,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		owner, state          sql.NullString
 		acquiredAt, updatedAt sql.NullInt64
 	)
-	err := d.db.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTLMs).
+	err := d.c.queryRow(ctx, d.q.acquire, p.Name, p.Owner, p.TTLMs).
 		Scan(&acquired, &fence, &until, &now, &owner, &state, &acquiredAt, &updatedAt)
 	if err != nil {
 		return driver.AcquireResult{}, err
@@ -51,7 +51,7 @@ func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int
 		until sql.NullInt64
 		now   int64
 	)
-	if err := d.db.QueryRowContext(ctx, d.q.renew, t.Name, t.Owner, t.Fence, ttlMs).Scan(&until, &now); err != nil {
+	if err := d.c.queryRow(ctx, d.q.renew, t.Name, t.Owner, t.Fence, ttlMs).Scan(&until, &now); err != nil {
 		return driver.RenewResult{}, err
 	}
 	return driver.RenewResult{Renewed: until.Valid, LeasedUntilMs: until.Int64, NowMs: now}, nil
@@ -69,7 +69,7 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 	for i, t := range ts {
 		names[i], owners[i], fences[i] = t.Name, t.Owner, t.Fence
 	}
-	rows, err := d.db.QueryContext(ctx, d.q.renewBatch, names, owners, fences, ttlMs)
+	rows, err := d.c.query(ctx, d.q.renewBatch, names, owners, fences, ttlMs)
 	if err != nil {
 		return nil, err
 	}
@@ -96,18 +96,14 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 
 // LeaseRelease gives a valid lease up; false when the token does not hold it.
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
-	res, err := d.db.ExecContext(ctx, d.q.release, t.Name, t.Owner, t.Fence)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
+	n, err := d.c.exec(ctx, d.q.release, t.Name, t.Owner, t.Fence)
 	return n == 1, err
 }
 
 // LeaseIsHeld reports whether the token is valid by the database clock.
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
 	var ok bool
-	err := d.db.QueryRowContext(ctx, d.q.isHeld, t.Name, t.Owner, t.Fence).Scan(&ok)
+	err := d.c.queryRow(ctx, d.q.isHeld, t.Name, t.Owner, t.Fence).Scan(&ok)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -117,7 +113,7 @@ func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, e
 // LeaseGet returns one lease row; ok is false when there is none.
 func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
 	var l driver.Lease
-	err := d.db.QueryRowContext(ctx, d.q.get, name).
+	err := d.c.queryRow(ctx, d.q.get, name).
 		Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Lease{}, false, nil
@@ -131,7 +127,7 @@ func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool,
 // LeaseList returns every lease ordered by name (byte-wise), and the instant
 // they were all judged against.
 func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
-	rows, err := d.db.QueryContext(ctx, d.q.list)
+	rows, err := d.c.query(ctx, d.q.list)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -172,7 +168,7 @@ func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
 // no such lease.
 func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
 	var fence int64
-	err := d.db.QueryRowContext(ctx, d.q.revoke, name).Scan(&fence)
+	err := d.c.queryRow(ctx, d.q.revoke, name).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

@@ -15,37 +15,37 @@ import (
 // nothing to do. PostgreSQL's DDL is transactional, so a failed migration
 // leaves neither its tables nor its version row behind.
 func (d *Driver) Migrate(ctx context.Context) (version int, err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.c.begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback()
+			_ = tx.rollback(ctx)
 		}
 	}()
-	if _, err := tx.ExecContext(ctx, d.q.schemaLock, "fence.migrate."+d.prefix); err != nil {
+	if _, err := tx.exec(ctx, d.q.schemaLock, "fence.migrate."+d.prefix); err != nil {
 		return 0, fmt.Errorf("postgres: migrate: lock: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, d.q.schemaCreate); err != nil {
+	if _, err := tx.exec(ctx, d.q.schemaCreate); err != nil {
 		return 0, fmt.Errorf("postgres: migrate: schema table: %w", err)
 	}
-	if err := tx.QueryRowContext(ctx, d.q.schemaVersion).Scan(&version); err != nil {
+	if err := tx.queryRow(ctx, d.q.schemaVersion).Scan(&version); err != nil {
 		return 0, fmt.Errorf("postgres: migrate: read version: %w", err)
 	}
 	for _, m := range d.q.migrations {
 		if m.Version <= version {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		if _, err := tx.exec(ctx, m.SQL); err != nil {
 			return 0, fmt.Errorf("postgres: migrate: %s: %w", m.Name, err)
 		}
-		if _, err := tx.ExecContext(ctx, d.q.schemaRecord, m.Version); err != nil {
+		if _, err := tx.exec(ctx, d.q.schemaRecord, m.Version); err != nil {
 			return 0, fmt.Errorf("postgres: migrate: record %s: %w", m.Name, err)
 		}
 		version = m.Version
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		return 0, fmt.Errorf("postgres: migrate: commit: %w", err)
 	}
 	return version, nil
@@ -55,7 +55,7 @@ func (d *Driver) Migrate(ctx context.Context) (version int, err error) {
 // never run (no schema table).
 func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := d.db.QueryRowContext(ctx, d.q.schemaVersion).Scan(&v)
+	err := d.c.queryRow(ctx, d.q.schemaVersion).Scan(&v)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
 		return 0, nil

@@ -1,6 +1,7 @@
 // Package postgres is fence's PostgreSQL driver: the SQL of fenced leases
 // and the run ledger for PostgreSQL 12 and later, over database/sql with
-// pgx's stdlib driver.
+// pgx's stdlib driver (New) or over pgx's own pool with no database/sql in
+// between (NewPool). Both run the same statements.
 //
 // Every statement lives in an embedded .sql file next to this package
 // (queries/, fragments/, migrations/); the only text ever substituted into
@@ -25,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencekit/fence/internal/driver"
@@ -37,7 +39,9 @@ var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 // Driver runs fence's statements on one PostgreSQL database with one table
 // prefix. It is safe for concurrent use.
 type Driver struct {
-	db     *sql.DB
+	db     *sql.DB       // nil for a driver made by NewPool
+	pool   *pgxpool.Pool // nil for a driver made by New
+	c      conn          // whichever of the two it is
 	prefix string
 	q      *statements
 
@@ -52,6 +56,33 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("postgres: nil *sql.DB")
 	}
+	d, err := build(sqlConn{db}, prefix)
+	if err != nil {
+		return nil, err
+	}
+	d.db = db
+	return d, nil
+}
+
+// NewPool returns a driver over pgx's own connection pool, for programs
+// that use pgx natively and not database/sql. It runs the same statements
+// as New. The pool's default query mode (a prepared statement cached per
+// connection) suits them: each is a fixed text. Behind a transaction-mode
+// pooler such as PgBouncer, configure the pool with
+// QueryExecModeExec or QueryExecModeDescribeExec, as for any pgx program.
+func NewPool(pool *pgxpool.Pool, prefix string) (*Driver, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: nil *pgxpool.Pool")
+	}
+	d, err := build(poolConn{pool}, prefix)
+	if err != nil {
+		return nil, err
+	}
+	d.pool = pool
+	return d, nil
+}
+
+func build(c conn, prefix string) (*Driver, error) {
 	if !prefixRE.MatchString(prefix) {
 		return nil, fmt.Errorf("postgres: table prefix %q must match %s", clip(prefix), prefixRE)
 	}
@@ -59,7 +90,25 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, prefix: prefix, q: q}, nil
+	return &Driver{c: c, prefix: prefix, q: q}, nil
+}
+
+// NewPoolConfig parses dsn into a pgxpool configuration, for a caller that
+// makes its own pool with pgxpool.NewWithConfig. dsn is a postgres:// or
+// postgresql:// URL; pool_max_conns and the other pool_ parameters apply.
+// Its errors never contain the password.
+func NewPoolConfig(dsn string) (*pgxpool.Config, error) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok || !(strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		return nil, errors.New("postgres: DSN is not a postgres:// or postgresql:// URL")
+	}
+	dsn = strings.ToLower(scheme) + dsn[len(scheme):]
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// Not wrapped, for the reason NewConnector gives.
+		return nil, fmt.Errorf("postgres: invalid DSN: %s", scrubPassword(err.Error(), dsn))
+	}
+	return cfg, nil
 }
 
 // Open opens a PostgreSQL database through pgx's stdlib driver. dsn is a
@@ -97,8 +146,11 @@ func NewConnector(dsn string) (sqldriver.Connector, error) {
 // Dialect returns "postgres".
 func (d *Driver) Dialect() string { return "postgres" }
 
-// DB returns the database handle.
+// DB returns the database/sql handle, or nil for a driver made by NewPool.
 func (d *Driver) DB() *sql.DB { return d.db }
+
+// Pool returns the pgx pool, or nil for a driver made by New.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // Placeholder returns "$": PostgreSQL numbers its placeholders.
 func (d *Driver) Placeholder() string { return "$" }
@@ -106,7 +158,7 @@ func (d *Driver) Placeholder() string { return "$" }
 // Now returns the database clock in milliseconds since the Unix epoch.
 func (d *Driver) Now(ctx context.Context) (int64, error) {
 	var ms int64
-	err := d.db.QueryRowContext(ctx, d.q.now).Scan(&ms)
+	err := d.c.queryRow(ctx, d.q.now).Scan(&ms)
 	return ms, err
 }
 
@@ -129,9 +181,22 @@ func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenPar
 	return ok, err
 }
 
+// PgxQuerier is what LockTxPgx needs from a pgx transaction: pgx.Tx, and
+// also *pgx.Conn or *pgxpool.Conn inside a transaction begun on them.
+type PgxQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// LockTxPgx is LockTx for a transaction of pgx's own API.
+func (d *Driver) LockTxPgx(ctx context.Context, q PgxQuerier, t driver.TokenParams) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
+	return ok, err
+}
+
 // DropTables drops the three tables, if they exist.
 func (d *Driver) DropTables(ctx context.Context) error {
-	_, err := d.db.ExecContext(ctx, d.q.dropTables)
+	_, err := d.c.exec(ctx, d.q.dropTables)
 	return err
 }
 

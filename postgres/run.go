@@ -12,7 +12,7 @@ import (
 // runs of older generations of the same lease, in one statement.
 func (d *Driver) RunStart(ctx context.Context, p driver.StartRunParams) (int64, bool, error) {
 	var id int64
-	err := d.db.QueryRowContext(ctx, d.q.runStart, p.Token.Name, p.Token.Owner, p.Token.Fence, nullIfEmpty(p.Detail)).Scan(&id)
+	err := d.c.queryRow(ctx, d.q.runStart, p.Token.Name, p.Token.Owner, p.Token.Fence, nullIfEmpty(p.Detail)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -30,39 +30,27 @@ func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool,
 	if p.ExitCode != nil {
 		exit = *p.ExitCode
 	}
-	res, err := d.db.ExecContext(ctx, d.q.runFinish,
+	n, err := d.c.exec(ctx, d.q.runFinish,
 		p.Token.Name, p.Token.Owner, p.Token.Fence, p.ID, p.Status,
 		nullIfEmpty(p.Result), nullIfEmpty(p.Error), exit)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
 	return n == 1, err
 }
 
 // RunMarkLost marks a still-running run of generation fence lost.
 func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error) {
-	res, err := d.db.ExecContext(ctx, d.q.runMarkLost, id, fence, nullIfEmpty(reason))
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
+	n, err := d.c.exec(ctx, d.q.runMarkLost, id, fence, nullIfEmpty(reason))
 	return n == 1, err
 }
 
 // RunSweep marks lost the running runs whose lease generation is no longer
 // valid, and returns how many.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
-	res, err := d.db.ExecContext(ctx, d.q.runSweep)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return d.c.exec(ctx, d.q.runSweep)
 }
 
 // RunGet returns one run; ok is false when there is none.
 func (d *Driver) RunGet(ctx context.Context, id int64) (driver.Run, bool, error) {
-	r, err := scanRun(d.db.QueryRowContext(ctx, d.q.runGet, id))
+	r, err := scanRun(d.c.queryRow(ctx, d.q.runGet, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Run{}, false, nil
 	}
@@ -79,7 +67,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 	if f.Limit > 0 {
 		limit = int64(f.Limit)
 	}
-	rows, err := d.db.QueryContext(ctx, d.q.runList, f.Lease, f.Status, limit)
+	rows, err := d.c.query(ctx, d.q.runList, f.Lease, f.Status, limit)
 	if err != nil {
 		return nil, err
 	}
