@@ -146,7 +146,7 @@ func (s *Store) Create(ctx context.Context, id string, p Plan) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	if _, err := s.fs.DB().ExecContext(ctx, s.q["create"], id, p.Model, p.Text); err != nil {
+	if _, err := s.exec(ctx, s.q["create"], id, p.Model, p.Text); err != nil {
 		if _, gerr := s.Get(ctx, id); gerr == nil {
 			return fmt.Errorf("%w: %q", ErrExists, id)
 		}
@@ -222,11 +222,11 @@ func (s *Store) Cancel(ctx context.Context, id string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	res, err := s.fs.DB().ExecContext(ctx, s.q["cancel"], f, id, f)
+	n, err := s.exec(ctx, s.q["cancel"], f, id, f)
 	if err != nil {
 		return 0, fmt.Errorf("task: cancel %q: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return f, s.explain(ctx, id, fence.ErrNoMatch)
 	}
 	return f, nil
@@ -321,7 +321,7 @@ func (s *Store) Execute(ctx context.Context, id string, fn func(ctx context.Cont
 func (s *Store) Get(ctx context.Context, id string) (Task, error) {
 	var t Task
 	var created, updated int64
-	err := s.fs.DB().QueryRowContext(ctx, s.q["get"], id).Scan(&t.ID, &t.Epoch, &t.State, &t.Plan.Model, &t.Plan.Text, &t.Summary, &t.Error, &created, &updated)
+	err := s.queryRow(ctx, s.q["get"], id).Scan(&t.ID, &t.Epoch, &t.State, &t.Plan.Model, &t.Plan.Text, &t.Summary, &t.Error, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Task{}, fmt.Errorf("%w: task %q", fence.ErrNotFound, id)
 	}
@@ -334,11 +334,11 @@ func (s *Store) Get(ctx context.Context, id string) (Task, error) {
 
 // Steps lists a task's recorded steps of every epoch, oldest first.
 func (s *Store) Steps(ctx context.Context, id string) ([]Step, error) {
-	rows, err := s.fs.DB().QueryContext(ctx, s.q["steps"], id)
+	rows, closeRows, err := s.query(ctx, s.q["steps"], id)
 	if err != nil {
 		return nil, fmt.Errorf("task: steps of %q: %w", id, err)
 	}
-	defer rows.Close()
+	defer closeRows()
 	var out []Step
 	for rows.Next() {
 		var st Step

@@ -29,7 +29,7 @@ func wantStale(t *testing.T, err error) {
 }
 
 func TestEpochLifecycle(t *testing.T) {
-	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
 		ts := open(t, b)
 		ctx := context.Background()
 		if err := ts.Create(ctx, "t1", task.Plan{Model: "m1", Text: "plan"}); err != nil {
@@ -96,7 +96,7 @@ func TestEpochLifecycle(t *testing.T) {
 }
 
 func TestCancelThenResume(t *testing.T) {
-	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
 		ts := open(t, b)
 		ctx := context.Background()
 		if err := ts.Create(ctx, "t", task.Plan{}); err != nil {
@@ -135,7 +135,7 @@ func TestCancelThenResume(t *testing.T) {
 }
 
 func TestExecuteStopsWhenSuperseded(t *testing.T) {
-	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
 		fs := b.Open(t)
 		ts, err := task.New(fs, task.WithTTL(900*time.Millisecond))
 		if err != nil {

@@ -7,11 +7,16 @@ package teststore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/postgres"
 )
 
 // Backend is one database to run a test on.
@@ -19,14 +24,24 @@ type Backend struct {
 	Name string
 	env  string
 	dsn  func(t testing.TB) string
+	pgx  bool // a store over pgx's own pool (fence.OpenPool), not database/sql
 }
 
 // Backends lists SQLite, PostgreSQL and MySQL.
 var Backends = []Backend{
-	{"sqlite", "", func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "fence.db") }},
-	{"postgres", "FENCE_TEST_POSTGRES", func(testing.TB) string { return testdb.PostgresDSN() }},
-	{"mysql", "FENCE_TEST_MYSQL", func(testing.TB) string { return testdb.MySQLDSN() }},
+	{Name: "sqlite", dsn: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "fence.db") }},
+	{Name: "postgres", env: "FENCE_TEST_POSTGRES", dsn: func(testing.TB) string { return testdb.PostgresDSN() }},
+	{Name: "mysql", env: "FENCE_TEST_MYSQL", dsn: func(testing.TB) string { return testdb.MySQLDSN() }},
 }
+
+// Pgx is PostgreSQL through the pgx-native store (fence.OpenPool). It is
+// not in Backends, because tests that run their own SQL through s.DB() need
+// a database/sql handle; a test that only uses the store's API runs on it
+// with WithPgx.
+var Pgx = Backend{Name: "postgres-pgx", env: "FENCE_TEST_POSTGRES", dsn: func(testing.TB) string { return testdb.PostgresDSN() }, pgx: true}
+
+// WithPgx is Backends and Pgx.
+func WithPgx() []Backend { return append(slices.Clone(Backends), Pgx) }
 
 // Open returns a migrated store with a fresh prefix; its tables are dropped
 // and it is closed at cleanup.
@@ -42,7 +57,20 @@ func (b Backend) OpenDSN(t testing.TB, opts ...fence.Option) (*fence.Store, stri
 	t.Helper()
 	ctx := context.Background()
 	dsn := b.dsn(t)
-	s, err := fence.Open(ctx, dsn, append([]fence.Option{fence.WithPrefix(testdb.Prefix())}, opts...)...)
+	opts = append([]fence.Option{fence.WithPrefix(testdb.Prefix())}, opts...)
+	var (
+		s   *fence.Store
+		err error
+	)
+	if b.pgx {
+		var p *pgxpool.Pool
+		s, p, err = openPool(ctx, dsn, opts)
+		if p != nil {
+			t.Cleanup(p.Close) // after the store's cleanup below, which drops the tables through it
+		}
+	} else {
+		s, err = fence.Open(ctx, dsn, opts...)
+	}
 	if errors.Is(err, fence.ErrUnavailable) {
 		testdb.Unreachable(t, b.Name, b.env, err)
 	}
@@ -59,9 +87,37 @@ func (b Backend) OpenDSN(t testing.TB, opts ...fence.Option) (*fence.Store, stri
 	return s, dsn
 }
 
-// Each runs fn as a parallel subtest per backend.
+// openPool is fence.Open for the pgx-native store. The store does not own
+// the pool, so the caller closes it.
+func openPool(ctx context.Context, dsn string, opts []fence.Option) (*fence.Store, *pgxpool.Pool, error) {
+	cfg, err := postgres.NewPoolConfig(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.Ping(ctx); err != nil {
+		p.Close()
+		return nil, nil, fmt.Errorf("%w: %v", fence.ErrUnavailable, err)
+	}
+	s, err := fence.OpenPool(p, opts...)
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	return s, p, nil
+}
+
+// Each runs fn as a parallel subtest per backend of Backends.
 func Each(t *testing.T, fn func(t *testing.T, b Backend)) {
-	for _, b := range Backends {
+	EachOf(t, Backends, fn)
+}
+
+// EachOf runs fn as a parallel subtest per backend of bs.
+func EachOf(t *testing.T, bs []Backend, fn func(t *testing.T, b Backend)) {
+	for _, b := range bs {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, b)
