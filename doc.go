@@ -18,13 +18,16 @@
 //		return err // wraps fence.ErrLost if a newer owner took over
 //	})
 //
+// Programs that use pgx without database/sql open the store over their pool
+// with OpenPool; it runs the same SQL (docs/adr/0003-pgx-native-store.md).
+//
 // # What fence guarantees
 //
 //   - At any instant of the database clock at most one (owner, fence) pair is
 //     valid for a lease name.
 //   - Fences for a name strictly increase and are never reused.
-//   - A fenced write (Store.Exec, Store.InTx, Store.CheckTx, FinishRun)
-//     carrying fence f never commits after an acquisition of a fence above f
+//   - A fenced write (Store.Exec, Store.InTx, Store.CheckTx, FinishRun, and
+//     their pgx counterparts ExecPgx, InPgxTx, CheckPgxTx) carrying fence f never commits after an acquisition of a fence above f
 //     has committed; a refused write changes nothing and says why (ErrLost).
 //   - Validity is decided by the database clock only. The application clock
 //     is used to give up early (the runner's renew deadline), never to
