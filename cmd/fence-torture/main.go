@@ -6,6 +6,7 @@
 // that could not decide.
 //
 //	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --duration 60s --faults all
+//	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --pgx --duration 60s   # pgx-native stores
 //	go run ./cmd/fence-torture --unsafe --duration 10s   # the control: must report violations
 package main
 
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/torture"
 )
 
@@ -41,6 +43,7 @@ func run() int {
 	flag.DurationVar(&cfg.Window, "window", 1500*time.Millisecond, "time between quiesced barriers; each window is checked on its own")
 	flag.DurationVar(&cfg.OpTimeout, "op-timeout", 2*time.Second, "deadline of each call")
 	flag.DurationVar(&cfg.CheckTimeout, "check-timeout", 60*time.Second, "porcupine's budget per window and lease (running out is reported as unknown)")
+	flag.BoolVar(&cfg.Pgx, "pgx", false, "PostgreSQL only: every client store is pgx-native (pgxpool + fence.OpenPool, no database/sql); fenced writes use Store.Exec, ExecPgx, InPgxTx and CheckPgxTx in a pgx.Tx")
 	flag.BoolVar(&cfg.Keep, "keep", false, "leave the tables in place")
 	flag.BoolVar(&cfg.StrictAcquire, "strict-acquire", false, "count an acquire reported as a definite failure that committed as a violation (fence currently reports some; see the summary FINDING line)")
 	flag.Parse()
@@ -49,6 +52,21 @@ func run() int {
 	}
 	if cfg.DSN == "" {
 		cfg.DSN = os.Getenv("FENCE_DSN")
+	}
+	if cfg.Pgx {
+		// Before the SQLite default: --pgx without a DSN is a usage error.
+		d, err := fence.ParseDSN(cfg.DSN)
+		if err != nil || d.Dialect != fence.Postgres {
+			got := "none (the default is a SQLite file)"
+			switch {
+			case err == nil:
+				got = d.Redacted
+			case cfg.DSN != "":
+				got = err.Error()
+			}
+			fmt.Fprintf(os.Stderr, "fence-torture: --pgx needs a PostgreSQL DSN (--dsn or FENCE_DSN: postgres://… or postgresql://…), got %s\n", got)
+			return 2
+		}
 	}
 	if cfg.DSN == "" {
 		dir, err := os.MkdirTemp("", "fence-torture-")

@@ -97,6 +97,14 @@ type Config struct {
 	Out string
 	// Unsafe runs the naive design: IsHeld, then a write without the fence.
 	Unsafe bool
+	// Pgx makes every client's store pgx-native (PostgreSQL only): its own
+	// pgxpool.Pool from the client DSN (postgres.NewPoolConfig) and
+	// fence.OpenPool, so no database/sql is involved; the clients' plain
+	// reads go through the pool, fenced statements through Store.Exec and
+	// Store.ExecPgx, fenced transactions through Store.InPgxTx and through
+	// a pgx.Tx with Store.CheckPgxTx and Store.ExecPgx. The admin handle
+	// (setup, barriers) stays database/sql.
+	Pgx bool
 
 	// TTL of every lease (default 150ms); pauses last 1.2–2× TTL.
 	TTL time.Duration

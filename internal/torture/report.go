@@ -16,6 +16,7 @@ type stats struct {
 	mu       sync.Mutex
 	byKind   map[string]int64
 	byRes    map[string]int64
+	byAPI    map[string]int64 // write ops: API and outcome
 	faults   map[string]int64
 	bySkew   [2]map[string]int64 // outcomes of write-like ops: [unskewed, skewed]
 	errs     map[string]int64
@@ -26,7 +27,7 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{byKind: map[string]int64{}, byRes: map[string]int64{}, faults: map[string]int64{},
+	return &stats{byKind: map[string]int64{}, byRes: map[string]int64{}, byAPI: map[string]int64{}, faults: map[string]int64{},
 		bySkew: [2]map[string]int64{{}, {}}, errs: map[string]int64{}}
 }
 
@@ -38,6 +39,9 @@ func (s *stats) record(o *op) {
 	s.mu.Lock()
 	s.byKind[o.Kind.String()]++
 	s.byRes[o.Res.String()]++
+	if o.API != "" {
+		s.byAPI[o.API+" "+o.Res.String()]++
+	}
 	sk := 0
 	if o.Skewed {
 		sk = 1
@@ -83,6 +87,7 @@ type Result struct {
 	Dialect      string
 	Seed         uint64
 	Unsafe       bool
+	Pgx          bool
 	Clients      int
 	Leases       int
 	Faults       string
@@ -94,6 +99,7 @@ type Result struct {
 	MaxCheck     time.Duration
 	ByKind       map[string]int64
 	ByResult     map[string]int64
+	ByAPI        map[string]int64
 	FaultCount   map[string]int64
 	BySkew       [2]map[string]int64
 	ErrClasses   map[string]int64
@@ -118,10 +124,10 @@ func (h *harness) result() *Result {
 	if d, err := fence.ParseDSN(h.cfg.DSN); err == nil {
 		redacted = d.Redacted
 	}
-	r := &Result{DSN: redacted, Dialect: string(h.d), Seed: h.cfg.Seed, Unsafe: h.cfg.Unsafe, StrictAcquire: h.cfg.StrictAcquire,
+	r := &Result{DSN: redacted, Dialect: string(h.d), Seed: h.cfg.Seed, Unsafe: h.cfg.Unsafe, Pgx: h.cfg.Pgx, StrictAcquire: h.cfg.StrictAcquire,
 		Clients: h.cfg.Clients, Leases: h.cfg.Leases, Faults: h.cfg.Faults.String(),
 		Elapsed: time.Since(h.start), Ops: s.ops.Load(), Ambiguous: s.amb.Load(), Windows: s.windows.Load(),
-		Checked: c.checked, MaxCheck: c.maxTime, ByKind: clone(s.byKind), ByResult: clone(s.byRes),
+		Checked: c.checked, MaxCheck: c.maxTime, ByKind: clone(s.byKind), ByResult: clone(s.byRes), ByAPI: clone(s.byAPI),
 		FaultCount: clone(s.faults), BySkew: [2]map[string]int64{clone(s.bySkew[0]), clone(s.bySkew[1])},
 		ErrClasses: clone(s.errs), Violations: append([]Violation(nil), c.viol...), Unknown: append([]Violation(nil), c.unknown...),
 		Errors: append([]string(nil), s.lastErrs...)}
@@ -214,8 +220,14 @@ func sortedKV(m map[string]int64) string {
 // WriteSummary prints the summary; its last line is "violations: N".
 func (r *Result) WriteSummary(w io.Writer) {
 	mode := "fenced (Store.Exec / Store.InTx)"
+	if r.Pgx {
+		mode = "fenced, pgx-native stores (fence.OpenPool; Store.Exec / ExecPgx / InPgxTx / CheckPgxTx + ExecPgx)"
+	}
 	if r.Unsafe {
 		mode = "UNSAFE control: IsHeld in Go, then an unfenced write"
+		if r.Pgx {
+			mode += " (pgx-native stores)"
+		}
 	}
 	fmt.Fprintf(w, "fence-torture summary\n")
 	fmt.Fprintf(w, "  database:    %s (%s)\n", r.DSN, r.Dialect)
@@ -227,6 +239,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "  ops/s:       %.0f\n", r.OpsPerSec())
 	fmt.Fprintf(w, "  by kind:     %s\n", sortedKV(r.ByKind))
 	fmt.Fprintf(w, "  by result:   %s\n", sortedKV(r.ByResult))
+	fmt.Fprintf(w, "  writes by API: %s\n", sortedKV(r.ByAPI))
 	fmt.Fprintf(w, "  faults injected: %s\n", sortedKV(r.FaultCount))
 	fmt.Fprintf(w, "  ambiguous ops: %d\n", r.Ambiguous)
 	fmt.Fprintf(w, "  errors seen (failed or ambiguous ops): %s\n", sortedKV(r.ErrClasses))

@@ -12,8 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/postgres"
 )
 
 // op is one recorded operation: its invocation, return and result.
@@ -31,6 +35,7 @@ type op struct {
 	Call   int64   `json:"call_ns"`
 	Return int64   `json:"return_ns"`
 	Err    string  `json:"err,omitempty"`
+	API    string  `json:"api,omitempty"`   // write ops: the fence API that made the write
 	Fault  string  `json:"fault,omitempty"` // a fault injected into this op
 	Skewed bool    `json:"skewed,omitempty"`
 }
@@ -112,6 +117,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	h := &harness{cfg: cfg, d: dsn.Dialect, stats: newStats(), faultRng: rand.New(rand.NewPCG(cfg.Seed, 1<<32))}
+	if cfg.Pgx && h.d != fence.Postgres {
+		return nil, fmt.Errorf("torture: the pgx-native path (Pgx, --pgx) needs a PostgreSQL DSN (postgres://…), not %s", h.d)
+	}
 	if cfg.Faults[FaultProxy] && h.d == fence.SQLite {
 		return nil, errors.New("torture: the proxy fault needs a networked database (SQLite runs in process); leave it out for sqlite")
 	}
@@ -162,7 +170,9 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	prefix := testdb.Prefix()
 	var err error
-	if h.admin, err = h.openStore(ctx, h.adminDSN, prefix, nil); err != nil {
+	// The admin handle (migration, the harness's tables, the barrier's
+	// reads) is always database/sql; only the clients take the pgx path.
+	if h.admin, err = h.openStore(ctx, h.adminDSN, prefix, nil, false); err != nil {
 		return err
 	}
 	if _, err := h.admin.Migrate(ctx); err != nil {
@@ -189,7 +199,7 @@ func (h *harness) setup(ctx context.Context) error {
 			c.skew = hours
 			c.clock = fence.SkewedClock{Offset: hours}
 		}
-		s, err := h.openStore(ctx, h.clientDSN, prefix, c.clock)
+		s, err := h.openStore(ctx, h.clientDSN, prefix, c.clock, h.cfg.Pgx)
 		if err != nil {
 			return err
 		}
@@ -200,7 +210,10 @@ func (h *harness) setup(ctx context.Context) error {
 	return nil
 }
 
-func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence.Clock) (*fence.Store, error) {
+// openStore opens one store on dsn, retrying while the database comes up.
+// With pgx it is a pgx-native store: its own pgxpool (fence.OpenPool), no
+// database/sql handle; closeStore closes the pool with it.
+func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence.Clock, pgx bool) (*fence.Store, error) {
 	opts := []fence.Option{fence.WithPrefix(prefix)}
 	if clock != nil {
 		opts = append(opts, fence.WithClock(clock))
@@ -208,7 +221,12 @@ func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence
 	var s *fence.Store
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
-		if s, err = fence.Open(ctx, dsn, opts...); err == nil {
+		if pgx {
+			s, err = openPgxStore(ctx, dsn, opts)
+		} else {
+			s, err = fence.Open(ctx, dsn, opts...)
+		}
+		if err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -216,16 +234,58 @@ func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence
 	if err != nil {
 		return nil, err
 	}
+	if pgx {
+		return s, nil
+	}
 	// InTx holds a connection while CheckTx explains a refusal on another.
 	s.DB().SetMaxOpenConns(4)
 	s.DB().SetMaxIdleConns(4)
 	return s, nil
 }
 
+// openPgxStore makes a pgxpool from dsn (postgres.NewPoolConfig, so the
+// proxy's or the private server's address in dsn is what it dials), pings it
+// and opens a store on it with fence.OpenPool.
+func openPgxStore(ctx context.Context, dsn string, opts []fence.Option) (*fence.Store, error) {
+	pc, err := postgres.NewPoolConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	// As the database/sql stores: InPgxTx holds a connection while
+	// CheckPgxTx explains a refusal on another.
+	pc.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = pool.Ping(pctx)
+	cancel()
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s, err := fence.OpenPool(pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// closeStore closes a store and, for a pgx-native one, the pool it was made
+// with (fence.OpenPool leaves the pool to its caller).
+func closeStore(s *fence.Store) {
+	s.Close()
+	if p := s.Pool(); p != nil {
+		p.Close()
+	}
+}
+
 func (h *harness) cleanup() {
 	for _, c := range h.clients {
 		if s := c.store.Load(); s != nil {
-			s.Close()
+			closeStore(s)
 		}
 	}
 	if h.admin != nil {
@@ -476,9 +536,13 @@ func (c *client) doOp(ep *epoch) {
 	case opIsHeld:
 		o.Out.Valid, err = st.IsHeld(ctx, tok)
 	case opWrite, opTxWrite:
-		err = c.write(ctx, st, kind, tok, name, o.ID, pause)
+		err = c.write(ctx, st, kind, tok, name, o.ID, pause, &o.API)
 	case opRead:
-		err = st.DB().QueryRowContext(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
+		if p := st.Pool(); p != nil {
+			err = p.QueryRow(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
+		} else {
+			err = st.DB().QueryRowContext(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
+		}
 	case opGet:
 		var in fence.LeaseInfo
 		in, err = st.Get(ctx, name)
@@ -525,8 +589,10 @@ func (c *client) doOp(ep *epoch) {
 
 // write is a fenced single statement (Store.Exec) or a fenced transaction
 // (Store.InTx), or, in unsafe mode, the naive design: IsHeld in Go, then the
-// same writes without the fence.
-func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fence.Token, name string, id int64, pause time.Duration) error {
+// same writes without the fence. A pgx-native store (Config.Pgx) writes
+// through pgx's own API instead (pgxWrite).
+// api receives the name of the API used.
+func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fence.Token, name string, id int64, pause time.Duration, api *string) error {
 	sc := c.h.sc
 	k := "stmt"
 	if kind == opTxWrite {
@@ -542,6 +608,11 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		}
 		if pause > 0 {
 			time.Sleep(pause) // the race: a takeover lands here
+		}
+		*api = "unsafe"
+		if p := st.Pool(); p != nil {
+			*api = "unsafe-pgx"
+			return unsafePgxWrite(ctx, p, sc, kind, tok, name, id, k)
 		}
 		if kind == opWrite {
 			if _, err := st.DB().ExecContext(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
@@ -566,10 +637,15 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		}
 		return nil
 	}
+	if p := st.Pool(); p != nil {
+		return c.pgxWrite(ctx, st, p, kind, tok, name, id, k, pause, api)
+	}
 	if kind == opWrite {
+		*api = "Exec"
 		_, err := st.Exec(ctx, tok, sc.writeSQL(true), tok.Fence, id, k, name)
 		return err
 	}
+	*api = "InTx"
 	return st.InTx(ctx, tok, func(tx *sql.Tx) error {
 		if pause > 0 {
 			time.Sleep(pause) // between CheckTx and the commit
@@ -580,6 +656,94 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		_, err := tx.ExecContext(ctx, sc.sideSQL(), name)
 		return err
 	})
+}
+
+// pgxWrite is the fenced write of a pgx-native store, half and half by the
+// client's schedule: a single statement is Store.Exec or Store.ExecPgx on
+// the pool; a transaction is Store.InPgxTx (the protected row's UPDATE
+// unfenced, as in InTx: the share lock fences it), or a pgx.Tx of the
+// harness's own, checked with Store.CheckPgxTx, whose UPDATE goes through
+// Store.ExecPgx with {{fence}} and whose commit the harness reports itself.
+func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool, kind opKind, tok fence.Token, name string, id int64, k string, pause time.Duration, api *string) error {
+	sc := c.h.sc
+	if kind == opWrite {
+		if c.rng.IntN(2) == 0 {
+			*api = "Exec"
+			_, err := st.Exec(ctx, tok, sc.writeSQL(true), tok.Fence, id, k, name)
+			return err
+		}
+		*api = "ExecPgx"
+		_, err := st.ExecPgx(ctx, p, tok, sc.writeSQL(true), tok.Fence, id, k, name)
+		return err
+	}
+	if c.rng.IntN(2) == 0 {
+		*api = "InPgxTx"
+		return st.InPgxTx(ctx, tok, func(tx pgx.Tx) error {
+			if pause > 0 {
+				time.Sleep(pause) // between CheckPgxTx and the commit
+			}
+			if _, err := tx.Exec(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, sc.sideSQL(), name)
+			return err
+		})
+	}
+	*api = "CheckPgxTx+ExecPgx"
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		return err // nothing began: a definite failure
+	}
+	// Until Commit is sent nothing can commit: an error before it is
+	// definite (a torn connection aborts the transaction on the server).
+	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+	if err := st.CheckPgxTx(ctx, tx, tok); err != nil {
+		rollback()
+		return err
+	}
+	if pause > 0 {
+		time.Sleep(pause) // between CheckPgxTx and the commit
+	}
+	if _, err := st.ExecPgx(ctx, tx, tok, sc.writeSQL(true), tok.Fence, id, k, name); err != nil {
+		rollback()
+		return err
+	}
+	if _, err := tx.Exec(ctx, sc.sideSQL(), name); err != nil {
+		rollback()
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// The COMMIT may have been applied before the answer was lost.
+		return &fence.AmbiguousError{Op: "commit", Lease: name, Err: err}
+	}
+	return nil
+}
+
+// unsafePgxWrite is the unsafe control's unfenced write on a pgx pool.
+func unsafePgxWrite(ctx context.Context, p *pgxpool.Pool, sc schema, kind opKind, tok fence.Token, name string, id int64, k string) error {
+	if kind == opWrite {
+		if _, err := p.Exec(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
+			return &fence.AmbiguousError{Op: "write", Lease: name, Err: err}
+		}
+		return nil
+	}
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
+	if _, err := tx.Exec(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
+		rollback()
+		return err
+	}
+	if _, err := tx.Exec(ctx, sc.sideSQL(), name); err != nil {
+		rollback()
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return &fence.AmbiguousError{Op: "commit", Lease: name, Err: err}
+	}
+	return nil
 }
 
 // classify maps an operation's error to the model's outcome. Anything fence
@@ -674,12 +838,12 @@ func (h *harness) restart() error {
 	defer h.restartMu.Unlock()
 	if h.d == fence.SQLite {
 		for _, c := range h.clients {
-			s, err := h.openStore(context.Background(), h.clientDSN, h.sc.p, c.clock)
+			s, err := h.openStore(context.Background(), h.clientDSN, h.sc.p, c.clock, h.cfg.Pgx)
 			if err != nil {
 				return err
 			}
 			old := c.store.Swap(s)
-			old.Close()
+			closeStore(old)
 		}
 		return nil
 	}

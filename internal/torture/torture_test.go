@@ -41,9 +41,14 @@ func reachable(t *testing.T, name, envVar, dsn string) {
 
 func runTorture(t *testing.T, dsn string, unsafe bool, d time.Duration) *Result {
 	t.Helper()
+	return runTortureWith(t, dsn, unsafe, false, d)
+}
+
+func runTortureWith(t *testing.T, dsn string, unsafe, pgx bool, d time.Duration) *Result {
+	t.Helper()
 	faults, _ := ParseFaults("all")
 	cfg := Config{DSN: dsn, Clients: 8, Leases: 3, Duration: d, Window: time.Second, Faults: FaultsFor(faults, dsn),
-		Seed: uint64(time.Now().UnixNano()), Out: t.TempDir(), Unsafe: unsafe}
+		Seed: uint64(time.Now().UnixNano()), Out: t.TempDir(), Unsafe: unsafe, Pgx: pgx}
 	if unsafe {
 		// Non-linearizable windows are slow to prove; the database log
 		// finds the stale commits anyway.
@@ -82,6 +87,26 @@ func TestTortureSQLite(t *testing.T) {
 func TestTorturePostgres(t *testing.T) {
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	expectClean(t, runTorture(t, testdb.PostgresDSN(), false, duration(t)))
+}
+
+// TestTorturePostgresPgx runs the clients on pgx-native stores
+// (fence.OpenPool) and checks that every pgx write API was exercised.
+func TestTorturePostgresPgx(t *testing.T) {
+	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
+	r := runTortureWith(t, testdb.PostgresDSN(), false, true, duration(t))
+	expectClean(t, r)
+	for _, api := range []string{"Exec", "ExecPgx", "InPgxTx", "CheckPgxTx+ExecPgx"} {
+		if r.ByAPI[api+" ok"] == 0 {
+			t.Errorf("no write through %s succeeded (writes by API: %v)", api, r.ByAPI)
+		}
+	}
+}
+
+func TestPgxNeedsPostgres(t *testing.T) {
+	_, err := Run(context.Background(), Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "t.db"), Duration: time.Second, Pgx: true})
+	if err == nil || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Fatalf("Run with Pgx on SQLite: %v, want an error asking for PostgreSQL", err)
+	}
 }
 
 func TestTortureMySQL(t *testing.T) {
