@@ -108,6 +108,7 @@ func raceCtx(t testing.TB) context.Context {
 // row, the clock and the event log, with the triggers that fill the log.
 type raceRig struct {
 	s      *fence.Store
+	h      handle
 	lease  string
 	leases string // fence's lease table
 	row    string // the protected table: one row, id 1
@@ -119,14 +120,14 @@ func newRaceRig(t *testing.T, b Backend) *raceRig {
 	t.Helper()
 	s := b.Open(t, prefix())
 	p := s.Prefix()
-	r := &raceRig{s: s, lease: "race", leases: p + "leases", row: p + "race_row", clock: p + "race_clock", events: p + "race_events"}
+	r := &raceRig{s: s, h: handleFor(s), lease: "race", leases: p + "leases", row: p + "race_row", clock: p + "race_clock", events: p + "race_events"}
 	// Registered before anything is created, so a half-built rig is dropped
 	// too; it runs before Open's cleanup drops fence's tables.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, q := range r.dropDDL() {
-			if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			if _, err := r.h.exec(ctx, q); err != nil {
 				t.Errorf("race rig cleanup %q: %v", q, err)
 			}
 		}
@@ -140,7 +141,7 @@ func newRaceRig(t *testing.T, b Backend) *raceRig {
 		"INSERT INTO " + r.row + " (id, wid, fence_token, note) VALUES (1, 0, 0, 0)",
 	}
 	for _, q := range append(ddl, r.triggerDDL()...) {
-		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+		if _, err := r.h.exec(ctx, q); err != nil {
 			t.Fatalf("race rig: %v\n%s", err, q)
 		}
 	}
@@ -302,12 +303,12 @@ func raceClassify(n int64, err error) (raceOutcome, error) {
 }
 
 // raceCommit commits tx and classifies the result of the whole transaction.
-func raceCommit(tx *sql.Tx, out raceOutcome, err error) (raceOutcome, error) {
+func raceCommit(ctx context.Context, tx txHandle, out raceOutcome, err error) (raceOutcome, error) {
 	if err != nil || out != raceCommitted {
-		_ = tx.Rollback()
+		_ = tx.rollback(ctx)
 		return out, err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		return raceClassify(0, fmt.Errorf("commit: %w", err))
 	}
 	return raceCommitted, nil
@@ -332,32 +333,31 @@ func raceRealWriters(d fence.Dialect) []raceWriter {
 	}
 	execInTx := func(iso sql.IsolationLevel) func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
 		return func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
-			tx, err := r.s.DB().BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+			tx, err := r.h.begin(ctx, iso)
 			if err != nil {
 				return 0, err
 			}
-			out, err := raceClassify(r.s.ExecIn(ctx, tx, tok, fencedSQL(r), wid, tok.Fence))
-			return raceCommit(tx, out, err)
+			out, err := raceClassify(tx.fencedExec(ctx, tok, fencedSQL(r), wid, tok.Fence))
+			return raceCommit(ctx, tx, out, err)
 		}
 	}
 	checkTx := func(iso sql.IsolationLevel) func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
 		return func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
-			tx, err := r.s.DB().BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+			tx, err := r.h.begin(ctx, iso)
 			if err != nil {
 				return 0, err
 			}
-			if err := r.s.CheckTx(ctx, tx, tok); err != nil {
+			if err := tx.check(ctx, tok); err != nil {
 				out, err := raceClassify(0, err)
-				return raceCommit(tx, out, err)
+				return raceCommit(ctx, tx, out, err)
 			}
-			res, err := tx.ExecContext(ctx, r.setSQL(), wid, tok.Fence)
+			n, err := tx.exec(ctx, r.setSQL(), wid, tok.Fence)
 			if err != nil {
 				out, err := raceClassify(0, err)
-				return raceCommit(tx, out, err)
+				return raceCommit(ctx, tx, out, err)
 			}
-			n, _ := res.RowsAffected()
 			out, err := raceClassify(n, nil)
-			return raceCommit(tx, out, err)
+			return raceCommit(ctx, tx, out, err)
 		}
 	}
 	ws := []raceWriter{
@@ -366,12 +366,9 @@ func raceRealWriters(d fence.Dialect) []raceWriter {
 		}},
 		{"InTx", func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
 			var n int64
-			err := r.s.InTx(ctx, tok, func(tx *sql.Tx) error {
-				res, err := tx.ExecContext(ctx, r.setSQL(), wid, tok.Fence)
-				if err != nil {
-					return err
-				}
-				n, err = res.RowsAffected()
+			err := r.h.inTx(ctx, tok, func(tx txHandle) error {
+				var err error
+				n, err = tx.exec(ctx, r.setSQL(), wid, tok.Fence)
 				return err
 			})
 			if err == nil && n != 1 {
@@ -413,46 +410,43 @@ func raceBrokenWriters(d fence.Dialect) []raceBrokenWriter {
 		return func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
 			args := []any{wid, tok.Fence, tok.Lease, tok.Owner, tok.Fence}
 			if iso == sql.LevelDefault {
-				res, err := r.s.DB().ExecContext(ctx, naiveGuard(r), args...)
+				n, err := r.h.exec(ctx, naiveGuard(r), args...)
 				if err != nil {
 					return 0, err
 				}
-				n, _ := res.RowsAffected()
 				return raceRefusedIfZero(n)
 			}
-			tx, err := r.s.DB().BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+			tx, err := r.h.begin(ctx, iso)
 			if err != nil {
 				return 0, err
 			}
-			res, err := tx.ExecContext(ctx, naiveGuard(r), args...)
+			n, err := tx.exec(ctx, naiveGuard(r), args...)
 			if err != nil {
-				return raceCommit(tx, 0, err)
+				return raceCommit(ctx, tx, 0, err)
 			}
-			n, _ := res.RowsAffected()
 			out, err := raceRefusedIfZero(n)
-			return raceCommit(tx, out, err)
+			return raceCommit(ctx, tx, out, err)
 		}
 	}
 	// A transaction that checks the lease row with a plain SELECT, then
 	// writes.
 	naiveTx := func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
-		tx, err := r.s.DB().BeginTx(ctx, nil)
+		tx, err := r.h.begin(ctx, sql.LevelDefault)
 		if err != nil {
 			return 0, err
 		}
 		var n int64
-		err = tx.QueryRowContext(ctx, sqlf(r.s, "SELECT COUNT(*) FROM "+r.leases+" WHERE lease_name = ? AND owner_token = ? AND fence_token = ? AND leased_until_ms > "+r.nowMs()),
+		err = tx.queryRow(ctx, sqlf(r.s, "SELECT COUNT(*) FROM "+r.leases+" WHERE lease_name = ? AND owner_token = ? AND fence_token = ? AND leased_until_ms > "+r.nowMs()),
 			tok.Lease, tok.Owner, tok.Fence).Scan(&n)
 		if err != nil || n == 0 {
-			return raceCommit(tx, raceRefused, err)
+			return raceCommit(ctx, tx, raceRefused, err)
 		}
-		res, err := tx.ExecContext(ctx, r.setSQL(), wid, tok.Fence)
+		n, err = tx.exec(ctx, r.setSQL(), wid, tok.Fence)
 		if err != nil {
-			return raceCommit(tx, 0, err)
+			return raceCommit(ctx, tx, 0, err)
 		}
-		n, _ = res.RowsAffected()
 		out, err := raceRefusedIfZero(n)
-		return raceCommit(tx, out, err)
+		return raceCommit(ctx, tx, out, err)
 	}
 	// IsHeld in Go, then an unguarded write: the race DESIGN warns about.
 	checkThenWrite := func(ctx context.Context, r *raceRig, tok fence.Token, wid int64) (raceOutcome, error) {
@@ -460,11 +454,10 @@ func raceBrokenWriters(d fence.Dialect) []raceBrokenWriter {
 		if err != nil || !ok {
 			return raceRefused, err
 		}
-		res, err := r.s.DB().ExecContext(ctx, r.setSQL(), wid, tok.Fence)
+		n, err := r.h.exec(ctx, r.setSQL(), wid, tok.Fence)
 		if err != nil {
 			return 0, err
 		}
-		n, _ := res.RowsAffected()
 		return raceRefusedIfZero(n)
 	}
 	ws := []raceBrokenWriter{
@@ -614,18 +607,18 @@ func (r *raceRig) round(ctx context.Context, rec *raceRound, tok fence.Token, ne
 	p := rec.plan
 	var blockerDone chan error
 	if p.blocker {
-		tx, err := r.s.DB().BeginTx(ctx, nil)
+		tx, err := r.h.begin(ctx, sql.LevelDefault)
 		if err != nil {
 			return fence.Token{}, fmt.Errorf("blocker begin: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE "+r.row+" SET note = note + 1 WHERE id = 1"); err != nil {
-			tx.Rollback()
+		if _, err := tx.exec(ctx, "UPDATE "+r.row+" SET note = note + 1 WHERE id = 1"); err != nil {
+			tx.rollback(ctx)
 			return fence.Token{}, fmt.Errorf("blocker lock: %w", err)
 		}
 		blockerDone = make(chan error, 1)
 		go func() {
 			time.Sleep(p.hold)
-			blockerDone <- tx.Commit()
+			blockerDone <- tx.commit(ctx)
 		}()
 	}
 	var (
@@ -724,7 +717,7 @@ func (e raceEvent) String() string {
 }
 
 func (r *raceRig) readEvents(ctx context.Context) ([]raceEvent, error) {
-	rows, err := r.s.DB().QueryContext(ctx, "SELECT seq, kind, fence, wid FROM "+r.events+" ORDER BY seq")
+	rows, err := r.h.query(ctx, "SELECT seq, kind, fence, wid FROM "+r.events+" ORDER BY seq")
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func runnerUnproven(t *testing.T, b Backend) {
 	var cancelledAfter time.Duration
 	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
 		start := time.Now()
-		s.DB().Close()
+		handleFor(s).close()
 		<-ctx.Done()
 		cancelledAfter = time.Since(start)
 		return context.Cause(ctx)

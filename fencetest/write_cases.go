@@ -1,6 +1,7 @@
 package fencetest
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -29,12 +30,13 @@ func items(t testing.TB, s *fence.Store) string {
 	t.Helper()
 	name := s.Prefix() + "items"
 	ctx := ctxT(t)
-	if _, err := s.DB().ExecContext(ctx, "CREATE TABLE "+name+" (id INT PRIMARY KEY, val VARCHAR(100) NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)"); err != nil {
+	h := handleFor(s)
+	if _, err := h.exec(ctx, "CREATE TABLE "+name+" (id INT PRIMARY KEY, val VARCHAR(100) NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.DB().Exec("DROP TABLE IF EXISTS " + name) })
+	t.Cleanup(func() { h.exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
 	for i := 1; i <= 3; i++ {
-		if _, err := s.DB().ExecContext(ctx, sqlf(s, "INSERT INTO "+name+" (id, val) VALUES (?, ?)"), i, "init"); err != nil {
+		if _, err := h.exec(ctx, sqlf(s, "INSERT INTO "+name+" (id, val) VALUES (?, ?)"), i, "init"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +64,7 @@ func sqlf(s *fence.Store, q string) string {
 func val(t testing.TB, s *fence.Store, table string, id int) string {
 	t.Helper()
 	var v string
-	if err := s.DB().QueryRowContext(ctxT(t), sqlf(s, "SELECT val FROM "+table+" WHERE id = ?"), id).Scan(&v); err != nil {
+	if err := handleFor(s).queryRow(ctxT(t), sqlf(s, "SELECT val FROM "+table+" WHERE id = ?"), id).Scan(&v); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return "<none>"
 		}
@@ -138,7 +140,7 @@ func fencedPlaceholders(t *testing.T, b Backend) {
 	if err != nil || len(args) != 5 || strings.Contains(fq, "{{fence}}") {
 		t.Fatalf("Fenced: %q %v %v", fq, args, err)
 	}
-	if _, err := s.DB().ExecContext(ctx, fq, args...); err != nil {
+	if _, err := handleFor(s).exec(ctx, fq, args...); err != nil {
 		t.Fatal(err)
 	}
 	if v := val(t, s, tbl, 3); v != "v3" {
@@ -211,9 +213,10 @@ func inTx(t *testing.T, b Backend) {
 	tbl := items(t, s)
 	ctx := ctxT(t)
 	a := mustAcquire(t, s, "job", long)
-	err := s.InTx(ctx, a, func(tx *sql.Tx) error {
+	h := handleFor(s)
+	err := h.inTx(ctx, a, func(tx txHandle) error {
 		for id := 1; id <= 2; id++ {
-			if _, err := tx.ExecContext(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "tx-A", id); err != nil {
+			if _, err := tx.exec(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "tx-A", id); err != nil {
 				return err
 			}
 		}
@@ -223,8 +226,8 @@ func inTx(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	err = s.InTx(ctx, a, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "rolled-back", 1); err != nil {
+	err = h.inTx(ctx, a, func(tx txHandle) error {
+		if _, err := tx.exec(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "rolled-back", 1); err != nil {
 			return err
 		}
 		return boom
@@ -234,7 +237,7 @@ func inTx(t *testing.T, b Backend) {
 	}
 	takeover(t, s, "job", a)
 	called := false
-	err = s.InTx(ctx, a, func(tx *sql.Tx) error { called = true; return nil })
+	err = h.inTx(ctx, a, func(txHandle) error { called = true; return nil })
 	if !errors.Is(err, fence.ErrLost) || called {
 		t.Fatalf("stale InTx: err %v, fn called %v", err, called)
 	}
@@ -245,27 +248,28 @@ func checkTx(t *testing.T, b Backend) {
 	tbl := items(t, s)
 	ctx := ctxT(t)
 	a := mustAcquire(t, s, "job", long)
-	tx, err := s.DB().BeginTx(ctx, nil)
+	h := handleFor(s)
+	tx, err := h.begin(ctx, sql.LevelDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CheckTx(ctx, tx, a); err != nil {
-		tx.Rollback()
+	if err := tx.check(ctx, a); err != nil {
+		tx.rollback(ctx)
 		t.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "checked", 1); err != nil {
+	if _, err := tx.exec(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "checked", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	bt := takeover(t, s, "job", a)
-	tx, err = s.DB().BeginTx(ctx, nil)
+	tx, err = h.begin(ctx, sql.LevelDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.CheckTx(ctx, tx, a)
-	tx.Rollback()
+	err = tx.check(ctx, a)
+	tx.rollback(ctx)
 	var le *fence.LostError
 	if !errors.As(err, &le) || le.Current != bt.Fence {
 		t.Fatalf("stale CheckTx: %v", err)
@@ -282,17 +286,18 @@ func execResource(t *testing.T, b Backend) {
 		// sqlf numbered the ?s; the markers are numbered after them.
 		q = "UPDATE " + tbl + " SET val = $1, fence_token = {{fence_token}} WHERE id = $2 AND fence_token <= {{fence_token}}"
 	}
-	if _, err := fence.ExecResource(ctx, s.DB(), s.Dialect(), a, q, "A", 1); err != nil {
+	h := handleFor(s)
+	if _, err := h.execResource(ctx, a, q, "A", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fence.ExecResource(ctx, s.DB(), s.Dialect(), a, q, "A again", 1); err != nil {
+	if _, err := h.execResource(ctx, a, q, "A again", 1); err != nil {
 		t.Fatalf("equal fence must be accepted: %v", err)
 	}
 	bt := takeover(t, s, "job", a)
-	if _, err := fence.ExecResource(ctx, s.DB(), s.Dialect(), bt, q, "B", 1); err != nil {
+	if _, err := h.execResource(ctx, bt, q, "B", 1); err != nil {
 		t.Fatal(err)
 	}
-	_, err := fence.ExecResource(ctx, s.DB(), s.Dialect(), a, q, "stale A", 1)
+	_, err := h.execResource(ctx, a, q, "stale A", 1)
 	if !errors.Is(err, fence.ErrStale) || !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("lower fence: %v", err)
 	}
@@ -300,7 +305,7 @@ func execResource(t *testing.T, b Backend) {
 		t.Fatalf("val %q", v)
 	}
 	var f int64
-	if err := s.DB().QueryRowContext(ctx, sqlf(s, "SELECT fence_token FROM "+tbl+" WHERE id = ?"), 1).Scan(&f); err != nil || f != bt.Fence {
+	if err := h.queryRow(ctx, sqlf(s, "SELECT fence_token FROM "+tbl+" WHERE id = ?"), 1).Scan(&f); err != nil || f != bt.Fence {
 		t.Fatalf("stored fence %d %v", f, err)
 	}
 }
