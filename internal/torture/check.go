@@ -61,8 +61,9 @@ type leaseFacts struct {
 	writes int64  // write events so far
 	txs    int64  // transactional write events so far
 	stale  int64  // stale commits found (unsafe mode finds many)
-	// acquireFindings: acquires reported as definite failures that the
-	// database log shows committed (see Config.StrictAcquire).
+	// acquireFindings: acquisitions the log shows committed that only an
+	// acquire reported as a definite failure can explain (counted in
+	// lenient mode, Config.LenientAcquire; a violation otherwise).
 	acquireFindings int64
 }
 
@@ -82,7 +83,13 @@ type leaseFacts struct {
 //     once; every transaction committed all of its rows or none;
 //  5. the same checks apply to clients with skewed clocks (and so do the
 //     model checks), which is what "skew changes nothing" means.
-func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCount, cnt int64, res *resolution) []Violation {
+//
+// span is the database time of the previous barrier and of this one, each
+// read once no statement was in flight: a lease event whose own instant
+// lies outside it is a statement the barrier missed (it ran across a
+// barrier), which makes the window's checks unsound; that is reported as a
+// harness failure, "barrier".
+func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCount, cnt int64, span [2]int64, res *resolution) []Violation {
 	res.writes, res.releases = map[int64]bool{}, map[int64]bool{}
 	name := h.leases[li]
 	var out []Violation
@@ -127,6 +134,9 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 			bad("event log", "event %d follows %d: a logged commit vanished or the clock skipped", e.Seq, f.seq)
 		}
 		f.seq = e.Seq
+		if e.Kind != "stmt" && e.Kind != "tx" && (e.AtMs < span[0] || e.AtMs > span[1]) {
+			bad("harness barrier", "%s of fence %d (event %d) ran at database time %d, outside this window's [%d, %d]: the barrier missed a statement in flight, so the window's checks are not sound", e.Kind, e.Fence, e.Seq, e.AtMs, span[0], span[1])
+		}
 		switch e.Kind {
 		case "acquire":
 			if e.Fence <= f.fence {
@@ -212,8 +222,8 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 	res.orphanAcq, res.orphanRev = orphanAcq, orphanRev
 	if orphanAcq > ambAcq {
 		extra := orphanAcq - ambAcq
-		if !h.cfg.StrictAcquire && extra <= failedAcq {
-			// See Config.StrictAcquire: acquires reported as definite
+		if h.cfg.LenientAcquire && extra <= failedAcq {
+			// See Config.LenientAcquire: acquires reported as definite
 			// failures that committed. Counted, not hidden.
 			f.acquireFindings += int64(extra)
 		} else {
@@ -286,7 +296,7 @@ func (c *checker) violation(v Violation) {
 // operation may take effect at any instant after its call, up to the
 // barrier (which waited for orphaned statements to finish), so its return
 // is the window's end.
-func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
+func history(w *window, li int, lenientAcquire bool) []porcupine.Operation {
 	var hs []porcupine.Operation
 	var res *resolution
 	if w.res != nil {
@@ -307,8 +317,8 @@ func history(w *window, li int, strictAcquire bool) []porcupine.Operation {
 		}
 	}
 	for _, o := range w.ops[li] {
-		if !strictAcquire && o.Res == resFailed && (o.Kind == opAcquire || o.Kind == opAcquireWait) {
-			o.Res, o.Out.Res = resAmbiguous, resAmbiguous // see Config.StrictAcquire
+		if lenientAcquire && o.Res == resFailed && (o.Kind == opAcquire || o.Kind == opAcquireWait) {
+			o.Res, o.Out.Res = resAmbiguous, resAmbiguous // see Config.LenientAcquire
 		}
 		resolved := false // an ambiguous call the log shows committed
 		if o.Res == resAmbiguous && res != nil {
@@ -384,7 +394,7 @@ func prefix(hs []porcupine.Operation, t int64) []porcupine.Operation {
 
 func (c *checker) check(w *window) {
 	for li := range w.ops {
-		hs := history(w, li, c.h.cfg.StrictAcquire)
+		hs := history(w, li, c.h.cfg.LenientAcquire)
 		model := newModel(w.init[li])
 		t0 := time.Now()
 		res, info := porcupine.CheckOperationsVerbose(model, hs, c.h.cfg.CheckTimeout)
@@ -466,7 +476,7 @@ func (c *checker) dump(w *window, li int, model porcupine.Model, info porcupine.
 		ops[i].KindS, ops[i].ResS = ops[i].Kind.String(), ops[i].Res.String()
 	}
 	js, _ := json.MarshalIndent(map[string]any{
-		"seed": c.h.cfg.Seed, "window": w.index, "lease": c.h.leases[li], "init": w.init[li],
+		"seed": c.h.cfg.Seed, "strict_acquire": !c.h.cfg.LenientAcquire, "pgx": c.h.cfg.Pgx, "window": w.index, "lease": c.h.leases[li], "init": w.init[li],
 		"window_start_ns": w.start, "window_end_ns": w.end, "ops": ops,
 		"resolution": map[string]any{"committed_writes": keys(w.res[li].writes), "released_fences": keys(w.res[li].releases),
 			"orphan_acquisitions": w.res[li].orphanAcq, "orphan_revokes": w.res[li].orphanRev},

@@ -13,6 +13,9 @@ import (
 // TestRecheck re-runs porcupine on a window dumped under --out:
 //
 //	FENCE_TORTURE_RECHECK=out/violation-w3-torture-0.json go test -run Recheck -v ./internal/torture
+//
+// It checks in the dump's acquire mode (strict unless the run was lenient);
+// FENCE_TORTURE_LENIENT_ACQUIRE=1 or =0 overrides it.
 func TestRecheck(t *testing.T) {
 	path := os.Getenv("FENCE_TORTURE_RECHECK")
 	if path == "" {
@@ -23,11 +26,12 @@ func TestRecheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d struct {
-		Init  state `json:"init"`
-		Start int64 `json:"window_start_ns"`
-		End   int64 `json:"window_end_ns"`
-		Ops   []op  `json:"ops"`
-		Res   *struct {
+		Strict *bool `json:"strict_acquire"`
+		Init   state `json:"init"`
+		Start  int64 `json:"window_start_ns"`
+		End    int64 `json:"window_end_ns"`
+		Ops    []op  `json:"ops"`
+		Res    *struct {
 			Writes   []int64 `json:"committed_writes"`
 			Releases []int64 `json:"released_fences"`
 			Acq      int     `json:"orphan_acquisitions"`
@@ -80,7 +84,15 @@ func TestRecheck(t *testing.T) {
 		}
 		w.res = []resolution{r}
 	}
-	hs := history(w, 0, os.Getenv("FENCE_TORTURE_STRICT_ACQUIRE") == "1")
+	lenient := d.Strict != nil && !*d.Strict
+	switch os.Getenv("FENCE_TORTURE_LENIENT_ACQUIRE") {
+	case "1":
+		lenient = true
+	case "0":
+		lenient = false
+	}
+	hs := history(w, 0, lenient)
+	t.Logf("acquire failures: lenient %v", lenient)
 	timeout := 10 * time.Minute
 	res, info := porcupine.CheckOperationsVerbose(newModel(d.Init), hs, timeout)
 	t.Logf("%d operations: %v", len(hs), res)

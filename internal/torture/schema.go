@@ -69,13 +69,14 @@ func (s schema) createDDL() []string {
 	}
 	// Lease events: kind from what changed. at_ms is the database time the
 	// statement itself recorded (acquired_at_ms for an acquisition,
-	// updated_at_ms otherwise), so the mutual-exclusion check compares the
-	// database's own instants.
+	// updated_at_ms otherwise: a revoke leaves acquired_at_ms alone), so the
+	// mutual-exclusion check compares the database's own instants, and the
+	// barrier check can tell a statement that ran across a barrier.
 	leaseKind := `CASE WHEN NEW.fence_token <> OLD.fence_token AND NEW.state = 'revoked' THEN 'revoke'
 		WHEN NEW.fence_token <> OLD.fence_token THEN 'acquire'
 		WHEN NEW.state = 'released' THEN 'release' ELSE 'renew' END`
 	insKind := `'acquire'`
-	at := `CASE WHEN NEW.fence_token <> OLD.fence_token THEN NEW.acquired_at_ms ELSE NEW.updated_at_ms END`
+	at := `CASE WHEN NEW.fence_token <> OLD.fence_token AND NEW.state <> 'revoked' THEN NEW.acquired_at_ms ELSE NEW.updated_at_ms END`
 	// MySQL's INSERT … ON DUPLICATE KEY UPDATE fires the update trigger even
 	// when the lease was held and nothing changed; only log real changes.
 	changed := `(NEW.fence_token <> OLD.fence_token OR NEW.renew_count <> OLD.renew_count OR NEW.state <> OLD.state OR NEW.leased_until_ms <> OLD.leased_until_ms)`

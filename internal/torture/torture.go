@@ -100,6 +100,9 @@ type harness struct {
 	direct    []*leaseFacts
 	stopping  atomic.Bool
 	restartMu sync.Mutex // held while the database is down (restart fault)
+	// barrierMs is the database time the last barrier read once it had
+	// found no statement in flight (at the start of the run: its start).
+	barrierMs int64
 	faultRng  *rand.Rand
 }
 
@@ -327,6 +330,13 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 
 	init := make([]state, len(h.leases))
 	var runErr error
+	if err := retry(ctx, func(ctx context.Context) error {
+		t, err := h.admin.Now(ctx)
+		h.barrierMs = t.UnixMilli()
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("torture: reading the database clock: %w", err)
+	}
 	for w := 0; !h.done(); w++ {
 		ep := &epoch{stop: make(chan struct{}), ops: make([][]op, len(h.clients))}
 		ep.wg.Add(len(h.clients))
@@ -599,6 +609,10 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		k = "tx"
 	}
 	if c.h.cfg.Unsafe {
+		*api = "unsafe"
+		if st.Pool() != nil {
+			*api = "unsafe-pgx"
+		}
 		ok, err := st.IsHeld(ctx, tok)
 		if err != nil {
 			return err // a failed read: nothing was written
@@ -609,9 +623,7 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		if pause > 0 {
 			time.Sleep(pause) // the race: a takeover lands here
 		}
-		*api = "unsafe"
 		if p := st.Pool(); p != nil {
-			*api = "unsafe-pgx"
 			return unsafePgxWrite(ctx, p, sc, kind, tok, name, id, k)
 		}
 		if kind == opWrite {
@@ -903,6 +915,19 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// The database time once nothing is in flight: every lease event of this
+	// window ran before it and every one of the next window after it. An
+	// event outside that range is a statement the wait above missed.
+	var nowMs int64
+	if err := retry(ctx, func(ctx context.Context) error {
+		t, err := h.admin.Now(ctx)
+		nowMs = t.UnixMilli()
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("torture: barrier %d: reading the database clock: %w", w, err)
+	}
+	span := [2]int64{h.barrierMs, nowMs}
+	h.barrierMs = nowMs
 	held := map[fence.Token]bool{}
 	for _, c := range h.clients {
 		for _, t := range c.tokens {
@@ -957,7 +982,7 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		win.ops[li] = append(win.ops[li], b)
 		next[li] = state{Fence: b.Out.Fence, Valid: b.Out.Valid, WFence: b.Out.WFence, Cnt: b.Out.Cnt,
 			Orphan: b.Out.Found && !held[fence.Token{Lease: name, Owner: info.Owner, Fence: info.Fence}]}
-		for _, v := range h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, &win.res[li]) {
+		for _, v := range h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, span, &win.res[li]) {
 			h.checker.violation(v)
 		}
 	}

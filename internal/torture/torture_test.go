@@ -159,3 +159,39 @@ func TestModelRejectsStaleWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectCheckAcquireModes: an acquisition that no client was told of and
+// that only an acquire reported as a definite failure can explain is a
+// violation by default and a finding in lenient mode.
+func TestDirectCheckAcquireModes(t *testing.T) {
+	ops := []op{{ID: 1, Client: 0, Kind: opAcquire, Res: resFailed, Call: 1, Return: 2}}
+	events := []event{{Lease: "l", Seq: 1, Kind: "acquire", Fence: 1, Owner: "x", UntilMs: 1150, AtMs: 1000}}
+	for _, lenient := range []bool{false, true} {
+		h := &harness{leases: []string{"l"}, cfg: Config{LenientAcquire: lenient}}
+		f := &leaseFacts{}
+		var res resolution
+		vs := f.check(h, 0, 0, ops, events, 0, 0, [2]int64{900, 1100}, &res)
+		switch {
+		case !lenient && (len(vs) != 1 || vs[0].Check != "ambiguity contract"):
+			t.Errorf("strict: violations %+v, want one ambiguity contract violation", vs)
+		case lenient && (len(vs) != 0 || f.acquireFindings != 1):
+			t.Errorf("lenient: violations %+v and %d findings, want none and 1", vs, f.acquireFindings)
+		}
+	}
+}
+
+// TestDirectCheckBarrierSpan: a lease event whose own database instant lies
+// outside the window's barriers ran across a barrier.
+func TestDirectCheckBarrierSpan(t *testing.T) {
+	ops := []op{{ID: 1, Client: 0, Kind: opAcquire, Res: resAmbiguous, Call: 1, Return: 2}}
+	for _, at := range []int64{899, 1000, 1101} {
+		h := &harness{leases: []string{"l"}}
+		events := []event{{Lease: "l", Seq: 1, Kind: "acquire", Fence: 1, Owner: "x", UntilMs: at + 150, AtMs: at}}
+		var res resolution
+		vs := (&leaseFacts{}).check(h, 0, 0, ops, events, 0, 0, [2]int64{900, 1100}, &res)
+		inside := at >= 900 && at <= 1100
+		if inside && len(vs) != 0 || !inside && (len(vs) != 1 || vs[0].Check != "harness barrier") {
+			t.Errorf("acquire at %d in span [900, 1100]: violations %+v", at, vs)
+		}
+	}
+}
