@@ -982,8 +982,13 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		win.ops[li] = append(win.ops[li], b)
 		next[li] = state{Fence: b.Out.Fence, Valid: b.Out.Valid, WFence: b.Out.WFence, Cnt: b.Out.Cnt,
 			Orphan: b.Out.Found && !held[fence.Token{Lease: name, Owner: info.Owner, Fence: info.Fence}]}
-		for _, v := range h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, span, &win.res[li]) {
-			h.checker.violation(v)
+		vs := h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, span, &win.res[li])
+		if len(vs) > 0 {
+			file := h.checker.dumpDirect(win, li, events, span)
+			for _, v := range vs {
+				v.File = file
+				h.checker.violation(v)
+			}
 		}
 	}
 	h.checker.submit(win)
