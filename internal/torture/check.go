@@ -110,13 +110,29 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 		case opWrite, opTxWrite:
 			byID[o.ID] = o
 		case opAcquire, opAcquireWait:
-			switch o.Res {
-			case resOK:
-				acq[o.Owner] = o
-			case resAmbiguous:
-				ambAcq++
-			case resFailed:
-				failedAcq++
+			res := []outcome{o.Res}
+			if o.Kind == opAcquireWait && o.Observed {
+				// Its attempts are what may have committed; an ok call's
+				// last attempt is the acquisition it returned.
+				res = res[:0]
+				for _, a := range o.Attempts {
+					if r := outcomeByName[a.Res]; r != resOK {
+						res = append(res, r)
+					}
+				}
+				if o.Res == resOK {
+					res = append(res, resOK)
+				}
+			}
+			for _, r := range res {
+				switch r {
+				case resOK:
+					acq[o.Owner] = o
+				case resAmbiguous:
+					ambAcq++
+				case resFailed:
+					failedAcq++
+				}
 			}
 		case opRevoke:
 			switch o.Res {
@@ -333,6 +349,26 @@ func history(w *window, li int, lenientAcquire bool) []porcupine.Operation {
 		}
 	}
 	for _, o := range w.ops[li] {
+		if o.Kind == opAcquireWait && o.Observed {
+			// Each attempt of unknown outcome may have committed a
+			// generation of its own, at any instant up to the barrier (see
+			// attemptObserver); an ok AcquireWait is then its last attempt's
+			// acquisition, and a failed one did nothing else.
+			for _, a := range o.Attempts {
+				r := outcomeByName[a.Res]
+				if r == resFailed && lenientAcquire {
+					r = resAmbiguous
+				}
+				if r != resAmbiguous || res != nil && res.orphanAcq == 0 {
+					continue
+				}
+				hs = append(hs, porcupine.Operation{ClientId: o.Client, Input: input{Kind: opAcquire}, Output: output{Res: resAmbiguous},
+					Call: a.Call, Return: w.end, Metadata: o.ID})
+			}
+			if o.Res != resOK {
+				continue
+			}
+		}
 		if lenientAcquire && o.Res == resFailed && (o.Kind == opAcquire || o.Kind == opAcquireWait) {
 			o.Res, o.Out.Res = resAmbiguous, resAmbiguous // see Config.LenientAcquire
 		}

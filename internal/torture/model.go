@@ -62,6 +62,15 @@ var outcomeNames = map[outcome]string{
 
 func (o outcome) String() string { return outcomeNames[o] }
 
+// outcomeByName inverts outcomeNames, for attempts and dumped histories.
+var outcomeByName = func() map[string]outcome {
+	m := map[string]outcome{}
+	for k, v := range outcomeNames {
+		m[v] = k
+	}
+	return m
+}()
+
 // input is a porcupine operation's input.
 type input struct {
 	Kind  opKind

@@ -13,18 +13,21 @@ import (
 )
 
 type stats struct {
-	mu       sync.Mutex
-	byKind   map[string]int64
-	byRes    map[string]int64
-	byAPI    map[string]int64 // write ops: API and outcome
-	faults   map[string]int64
-	bySkew   [2]map[string]int64 // outcomes of write-like ops: [unskewed, skewed]
-	errs     map[string]int64
-	acqErrs  map[string]int64 // acquires reported as definite failures, by error class
-	ops      atomic.Int64
-	amb      atomic.Int64
-	windows  atomic.Int64
-	lastErrs []string
+	mu      sync.Mutex
+	byKind  map[string]int64
+	byRes   map[string]int64
+	byAPI   map[string]int64 // write ops: API and outcome
+	faults  map[string]int64
+	bySkew  [2]map[string]int64 // outcomes of write-like ops: [unskewed, skewed]
+	errs    map[string]int64
+	acqErrs map[string]int64 // acquires reported as definite failures, by error class
+	// AcquireWait calls, their Acquire attempts, and attempts of unknown
+	// outcome: all, and those in calls that went on to succeed.
+	awCalls, awAttempts, awAmb, awAmbThenOK int64
+	ops                                     atomic.Int64
+	amb                                     atomic.Int64
+	windows                                 atomic.Int64
+	lastErrs                                []string
 }
 
 func newStats() *stats {
@@ -53,6 +56,18 @@ func (s *stats) record(o *op) {
 	}
 	if o.Res == resFailed && o.Kind == opAcquire {
 		s.acqErrs[errClass(o.Err)]++
+	}
+	if o.Observed {
+		s.awCalls++
+		for _, a := range o.Attempts {
+			s.awAttempts++
+			if a.Res == resAmbiguous.String() {
+				s.awAmb++
+				if o.Res == resOK {
+					s.awAmbThenOK++
+				}
+			}
+		}
 	}
 	s.mu.Unlock()
 }
@@ -116,9 +131,12 @@ type Result struct {
 	// (Config.LenientAcquire).
 	AcquireFindings int64
 	StrictAcquire   bool
-	Violations      []Violation
-	Unknown         []Violation
-	Errors          []string
+	// AcquireWait: calls, Acquire attempts, attempts of unknown outcome,
+	// and of those the ones in calls that then succeeded.
+	AWCalls, AWAttempts, AWAmbiguous, AWAmbiguousThenOK int64
+	Violations                                          []Violation
+	Unknown                                             []Violation
+	Errors                                              []string
 }
 
 func (h *harness) result() *Result {
@@ -138,7 +156,8 @@ func (h *harness) result() *Result {
 		Checked: c.checked, MaxCheck: c.maxTime, ByKind: clone(s.byKind), ByResult: clone(s.byRes), ByAPI: clone(s.byAPI),
 		FaultCount: clone(s.faults), BySkew: [2]map[string]int64{clone(s.bySkew[0]), clone(s.bySkew[1])},
 		ErrClasses: clone(s.errs), AcqFailed: clone(s.acqErrs), Violations: append([]Violation(nil), c.viol...), Unknown: append([]Violation(nil), c.unknown...),
-		Errors: append([]string(nil), s.lastErrs...)}
+		Errors:  append([]string(nil), s.lastErrs...),
+		AWCalls: s.awCalls, AWAttempts: s.awAttempts, AWAmbiguous: s.awAmb, AWAmbiguousThenOK: s.awAmbThenOK}
 	if h.cfg.Faults[FaultSkew] {
 		r.FaultCount["skew-clients"] = int64(h.cfg.Clients / 2)
 	}
@@ -256,6 +275,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		acq = "lenient (--strict-acquire=false: a definite failure is modelled as maybe)"
 	}
 	fmt.Fprintf(w, "  acquire failures: %s; reported definite: %s\n", acq, sortedKV(r.AcqFailed))
+	fmt.Fprintf(w, "  acquire-wait: %d calls, %d attempts, %d of unknown outcome (%d in calls that then succeeded)\n", r.AWCalls, r.AWAttempts, r.AWAmbiguous, r.AWAmbiguousThenOK)
 	if len(r.BySkew[1]) > 0 {
 		fmt.Fprintf(w, "  writes, unskewed clients: %s\n", writeOutcomes(r.BySkew[0]))
 		fmt.Fprintf(w, "  writes, skewed clients:   %s\n", writeOutcomes(r.BySkew[1]))

@@ -35,9 +35,14 @@ type op struct {
 	Call   int64   `json:"call_ns"`
 	Return int64   `json:"return_ns"`
 	Err    string  `json:"err,omitempty"`
-	API    string  `json:"api,omitempty"`   // write ops: the fence API that made the write
-	Fault  string  `json:"fault,omitempty"` // a fault injected into this op
-	Skewed bool    `json:"skewed,omitempty"`
+	API    string  `json:"api,omitempty"` // write ops: the fence API that made the write
+	// Attempts are the Acquire calls an AcquireWait made (seen through a
+	// fence.Observer), when Observed: each may have committed a generation
+	// of its own, not only the last (see attemptObserver).
+	Attempts []attempt `json:"attempts,omitempty"`
+	Observed bool      `json:"observed,omitempty"`
+	Fault    string    `json:"fault,omitempty"` // a fault injected into this op
+	Skewed   bool      `json:"skewed,omitempty"`
 }
 
 // Probabilities of the schedule. In-op pauses hold a lease's share lock (on
@@ -52,6 +57,41 @@ const (
 	pDropRefused       = 0.6 // drop a refused token (else keep using it, stale)
 	pDropReleased      = 0.8
 )
+
+// attempt is one Acquire call inside an AcquireWait.
+type attempt struct {
+	Call   int64  `json:"call_ns"`
+	Return int64  `json:"return_ns"`
+	Res    string `json:"result"`
+	Fence  int64  `json:"fence,omitempty"`
+}
+
+type attemptsKey struct{}
+
+// attemptObserver records, on each client store, the Acquire calls made
+// under a context that carries an op's attempt list (AcquireWait's). An
+// AcquireWait retries transient errors, and an attempt whose outcome is
+// unknown may commit a generation under its own owner token before a later
+// attempt succeeds or the call gives up: one call, several possible
+// acquisitions, which the model and the log checks must both allow for.
+// Acquire runs the observer's end in the calling goroutine, so the list
+// needs no lock.
+type attemptObserver struct{ h *harness }
+
+func (a attemptObserver) Observe(ctx context.Context, op fence.Op, _ string) (context.Context, func(fence.Event)) {
+	rec, _ := ctx.Value(attemptsKey{}).(*[]attempt)
+	if op != fence.OpAcquire || rec == nil {
+		return ctx, func(fence.Event) {}
+	}
+	call := a.h.now()
+	return ctx, func(ev fence.Event) {
+		at := attempt{Call: call, Return: a.h.now(), Res: classify(opAcquire, ev.Err).String()}
+		if ev.Err == nil {
+			at.Fence = ev.Fence
+		}
+		*rec = append(*rec, at)
+	}
+}
 
 type epoch struct {
 	stop chan struct{}
@@ -217,7 +257,7 @@ func (h *harness) setup(ctx context.Context) error {
 // With pgx it is a pgx-native store: its own pgxpool (fence.OpenPool), no
 // database/sql handle; closeStore closes the pool with it.
 func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence.Clock, pgx bool) (*fence.Store, error) {
-	opts := []fence.Option{fence.WithPrefix(prefix)}
+	opts := []fence.Option{fence.WithPrefix(prefix), fence.WithObserver(attemptObserver{h})}
 	if clock != nil {
 		opts = append(opts, fence.WithClock(clock))
 	}
@@ -532,7 +572,8 @@ func (c *client) doOp(ep *epoch) {
 		if kind == opAcquire {
 			l, err = st.Acquire(ctx, name, h.cfg.TTL)
 		} else {
-			l, err = st.AcquireWait(ctx, name, h.cfg.TTL)
+			o.Observed = true
+			l, err = st.AcquireWait(context.WithValue(ctx, attemptsKey{}, &o.Attempts), name, h.cfg.TTL)
 		}
 		if err == nil {
 			o.Out.Fence, o.Owner = l.Token.Fence, l.Token.Owner
@@ -768,7 +809,8 @@ func classify(kind opKind, err error) outcome {
 	case kind == opAcquireWait:
 		// AcquireWait retries transient errors itself, and an attempt whose
 		// connection dropped may have acquired before the retry: a failed
-		// AcquireWait is always "maybe".
+		// AcquireWait is always "maybe" (its recorded attempts say which
+		// calls may have committed; see attemptObserver).
 		return resAmbiguous
 	case errors.Is(err, fence.ErrAmbiguous):
 		return resAmbiguous

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/testdb"
 )
@@ -193,5 +195,34 @@ func TestDirectCheckBarrierSpan(t *testing.T) {
 		if inside && len(vs) != 0 || !inside && (len(vs) != 1 || vs[0].Check != "harness barrier") {
 			t.Errorf("acquire at %d in span [900, 1100]: violations %+v", at, vs)
 		}
+	}
+}
+
+// TestAcquireWaitAttempts: an AcquireWait whose first attempt's outcome was
+// unknown may have committed a generation of its own (here seen by a Get)
+// before its last attempt succeeded. With the attempts recorded the window
+// is linearizable; taken as one acquisition it is not.
+func TestAcquireWaitAttempts(t *testing.T) {
+	aw := op{ID: 1, Client: 0, Kind: opAcquireWait, Res: resOK, Out: output{Res: resOK, Fence: 3}, Owner: "b", Call: 10, Return: 100,
+		Observed: true, Attempts: []attempt{{Call: 10, Return: 20, Res: "ambiguous"}, {Call: 60, Return: 90, Res: "ok", Fence: 3}}}
+	get := op{ID: 2, Client: 1, Kind: opGet, Res: resOK, Out: output{Res: resOK, Found: true, Fence: 2, Valid: true}, Call: 30, Return: 40}
+	bar := op{ID: -1, Client: 2, Kind: opBarrier, Res: resOK, Out: output{Res: resOK, Found: true, Fence: 3, Valid: true}, Call: 200, Return: 210}
+	for _, observed := range []bool{true, false} {
+		a := aw
+		a.Observed = observed
+		w := &window{start: 10, end: 150, init: []state{{Fence: 1}}, ops: [][]op{{a, get, bar}},
+			res: []resolution{{writes: map[int64]bool{}, releases: map[int64]bool{}, orphanAcq: 1}}}
+		got := porcupine.CheckOperations(newModel(w.init[0]), history(w, 0, false))
+		if got != observed {
+			t.Errorf("attempts recorded %v: linearizable %v, want %v", observed, got, observed)
+		}
+	}
+	// The log check: the orphan generation is explained by the attempt.
+	events := []event{{Lease: "l", Seq: 1, Kind: "acquire", Fence: 2, Owner: "a", UntilMs: 1150, AtMs: 1000},
+		{Lease: "l", Seq: 2, Kind: "acquire", Fence: 3, Owner: "b", UntilMs: 1300, AtMs: 1150}}
+	h := &harness{leases: []string{"l"}}
+	var res resolution
+	if vs := (&leaseFacts{fence: 1}).check(h, 0, 0, []op{aw}, events, 0, 0, [2]int64{900, 1400}, &res); len(vs) != 0 {
+		t.Errorf("log check: %+v", vs)
 	}
 }
