@@ -106,11 +106,20 @@ func runStartStale(t *testing.T, b Backend) {
 func runSweep(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	dead := mustAcquire(t, s, "dead", 50*time.Millisecond)
-	rd, _ := s.StartRun(ctx, dead, nil)
+	// The dead lease must outlive its own StartRun even on a loaded machine
+	// (at 50 ms a slow StartRun was refused and the sweep found nothing).
+	const deadTTL = time.Second
+	dead := mustAcquire(t, s, "dead", deadTTL)
+	rd, err := s.StartRun(ctx, dead, nil)
+	if err != nil {
+		t.Fatalf("start run of dead: %v", err)
+	}
 	live := mustAcquire(t, s, "live", long)
-	rl, _ := s.StartRun(ctx, live, nil)
-	time.Sleep(250 * time.Millisecond)
+	rl, err := s.StartRun(ctx, live, nil)
+	if err != nil {
+		t.Fatalf("start run of live: %v", err)
+	}
+	time.Sleep(deadTTL + 250*time.Millisecond)
 	n, err := s.SweepRuns(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)

@@ -97,9 +97,12 @@ func TestTorturePostgresPgx(t *testing.T) {
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	r := runTortureWith(t, testdb.PostgresDSN(), false, true, duration(t))
 	expectClean(t, r)
+	// Under faults a short run may see no success through one API; an
+	// answered write (ok or refused by the fence) still went through it to
+	// the database and back.
 	for _, api := range []string{"Exec", "ExecPgx", "InPgxTx", "CheckPgxTx+ExecPgx"} {
-		if r.ByAPI[api+" ok"] == 0 {
-			t.Errorf("no write through %s succeeded (writes by API: %v)", api, r.ByAPI)
+		if r.ByAPI[api+" ok"]+r.ByAPI[api+" refused"] == 0 {
+			t.Errorf("no write through %s was answered (writes by API: %v)", api, r.ByAPI)
 		}
 	}
 }
