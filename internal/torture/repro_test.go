@@ -85,3 +85,94 @@ func TestAcquireCommittedLateIsAmbiguous(t *testing.T) {
 		})
 	}
 }
+
+// TestAcquireWaitOrphanAttempt shows why the harness records AcquireWait's
+// attempts (attemptObserver): on MariaDB, an attempt whose connection is
+// reset while its statement waits on the lease row's lock commits a
+// generation after the call has moved on; AcquireWait retries with a new
+// owner token, waits that orphan out and acquires again, returning a fence
+// beyond the orphan's. What the harness relies on, and this test checks, is
+// that every generation committed during the call is the one it returned or
+// follows an attempt that was reported as of unknown outcome. The same
+// sequence runs on PostgreSQL, where the reset statement has so far been
+// rolled back (no orphan).
+func TestAcquireWaitOrphanAttempt(t *testing.T) {
+	for _, b := range []struct{ name, dsn string }{{"mysql", testdb.MySQLDSN()}, {"postgres", testdb.PostgresDSN()}} {
+		t.Run(b.name, func(t *testing.T) { acquireWaitOrphanAttempt(t, b.dsn) })
+	}
+}
+
+func acquireWaitOrphanAttempt(t *testing.T, dsn string) {
+	ctx := context.Background()
+	prefix := testdb.Prefix()
+	admin, err := fence.Open(ctx, dsn, fence.WithPrefix(prefix))
+	if err != nil {
+		testdb.Unreachable(t, "torture", "", err)
+	}
+	defer admin.Close()
+	if _, err := admin.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.DropTables(context.Background())
+	up, err := hostPort(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := newProxy(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	h := &harness{start: time.Now()}
+	s, err := fence.Open(ctx, replaceHost(dsn, px.Addr()), fence.WithPrefix(prefix), fence.WithObserver(attemptObserver{h}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := admin.Acquire(ctx, "r", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := admin.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f int64
+	if err := tx.QueryRowContext(ctx, "SELECT fence_token FROM "+prefix+"leases WHERE lease_name = 'r' FOR UPDATE").Scan(&f); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a has lapsed; the row stays locked
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the first attempt waits on the lock
+		px.Reset()
+		time.Sleep(300 * time.Millisecond)
+		done <- tx.Commit()
+	}()
+	var attempts []attempt
+	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptsKey{}, &attempts), 5*time.Second)
+	l, err := s.AcquireWait(actx, "r", 500*time.Millisecond)
+	cancel()
+	if cerr := <-done; cerr != nil {
+		t.Fatal(cerr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	info, gerr := admin.Get(ctx, "r")
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	amb := 0
+	for _, at := range attempts {
+		if at.Res == resAmbiguous.String() {
+			amb++
+		}
+	}
+	t.Logf("AcquireWait: fence %d, err %v; attempts %+v; the row now: fence %d (a's was %d)", l.Token.Fence, err, attempts, info.Fence, a.Token.Fence)
+	returned := int64(0)
+	if err == nil {
+		returned = 1
+	}
+	if extra := info.Fence - a.Token.Fence - returned; extra > int64(amb) {
+		t.Fatalf("%d generations were committed during AcquireWait beyond the one it returned, but only %d attempts were of unknown outcome", extra, amb)
+	}
+}
