@@ -10,15 +10,25 @@ type Op string
 
 // Operations reported to observers.
 const (
-	OpAcquire    Op = "acquire"
-	OpRenew      Op = "renew"
-	OpRenewBatch Op = "renew_batch"
-	OpRelease    Op = "release"
-	OpRevoke     Op = "revoke"
-	OpWrite      Op = "fenced_write" // Exec, ExecIn
-	OpTx         Op = "fenced_tx"    // InTx, CheckTx
-	OpStartRun   Op = "start_run"
-	OpFinishRun  Op = "finish_run"
+	OpAcquire     Op = "acquire"
+	OpRenew       Op = "renew"
+	OpRenewBatch  Op = "renew_batch"
+	OpRelease     Op = "release"
+	OpRevoke      Op = "revoke"
+	OpWrite       Op = "fenced_write" // Exec, ExecIn
+	OpTx          Op = "fenced_tx"    // InTx, CheckTx
+	OpStartRun    Op = "start_run"
+	OpFinishRun   Op = "finish_run"
+	OpMarkRunLost Op = "mark_run_lost"
+
+	// OpRenewBatchToken is one token of a renew_batch: RenewBatch reports
+	// the batch (lease "", Count and Lost) and, inside it, one
+	// renew_batch_token per token with the token's lease, fence and result
+	// (Err nil, wrapping ErrLost, or the error of the whole batch). These
+	// observations start before the batch's statements and end before the
+	// batch's own, with the batch's context; the context their Observe
+	// returns is not used, since the tokens share the batch's statements.
+	OpRenewBatchToken Op = "renew_batch_token"
 )
 
 // Event is the result of an observed operation.
@@ -28,10 +38,16 @@ type Event struct {
 	// Err is nil on success; errors.Is(Err, ErrHeld / ErrLost …) tells why not.
 	Err error
 	// ExpiresIn is the time left on the lease right after a successful
-	// acquire or renew: the TTL, counted by the database from that statement.
+	// acquire, renew or renew_batch_token: the TTL, counted by the database
+	// from that statement.
 	ExpiresIn time.Duration
-	// Status is the run's status after start_run and finish_run.
+	// Status is the run's status after start_run and finish_run, and
+	// RunLost after a mark_run_lost that marked the run (empty if the run
+	// was no longer running, or did not carry the fence).
 	Status RunStatus
+	// Run is the run's id for start_run (0 if none was started), finish_run
+	// and mark_run_lost.
+	Run int64
 	// Count is the number of tokens of a renew_batch and Lost how many of
 	// them were refused.
 	Count, Lost int
@@ -41,7 +57,9 @@ type Event struct {
 // (packages fenceprom and fenceotel). Observe is called before the operation
 // and the function it returns after, with the result; the context it
 // returns is the one the operation runs with (for a span). Both must be
-// cheap and safe for concurrent use.
+// cheap and safe for concurrent use. An observer that does not know an Op
+// may ignore it: ops may be added (renew_batch_token, for instance, reports
+// per token what renew_batch reports for the batch as a whole).
 type Observer interface {
 	Observe(ctx context.Context, op Op, lease string) (context.Context, func(Event))
 }
@@ -67,4 +85,18 @@ func (s *Store) observe(ctx context.Context, op Op, lease string) (context.Conte
 			ends[i](e)
 		}
 	}
+}
+
+// observeEach starts one observation of op per token, inside the operation
+// whose context is ctx; nil without observers. The contexts the observers
+// return are dropped: the tokens share the operation's statements.
+func (s *Store) observeEach(ctx context.Context, op Op, ts []Token) []func(Event) {
+	if len(s.observers) == 0 || len(ts) == 0 {
+		return nil
+	}
+	ends := make([]func(Event), len(ts))
+	for i, t := range ts {
+		_, ends[i] = s.observe(ctx, op, t.Lease)
+	}
+	return ends
 }

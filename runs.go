@@ -69,7 +69,7 @@ func runInfo(r driver.Run) RunInfo {
 func (s *Store) StartRun(ctx context.Context, t Token, detail any) (id int64, err error) {
 	ctx, done := s.observe(ctx, OpStartRun, t.Lease)
 	defer func() {
-		e := Event{Fence: t.Fence, Err: err}
+		e := Event{Fence: t.Fence, Err: err, Run: id}
 		if err == nil {
 			e.Status = RunRunning
 		}
@@ -110,7 +110,7 @@ type Outcome struct {
 func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (err error) {
 	ctx, done := s.observe(ctx, OpFinishRun, t.Lease)
 	defer func() {
-		e := Event{Fence: t.Fence, Err: err, Status: RunSucceeded}
+		e := Event{Fence: t.Fence, Err: err, Status: RunSucceeded, Run: id}
 		switch {
 		case errors.Is(err, ErrLost):
 			e.Status = RunLost
@@ -163,11 +163,38 @@ func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (er
 // MarkRunLost marks a still-running run of fence lost with a reason; a stale
 // worker uses it on its own run. It is not fenced: it can only move a run out
 // of "running", never to success.
-func (s *Store) MarkRunLost(ctx context.Context, id, fence int64, reason string) error {
-	if _, err := s.drv.RunMarkLost(ctx, id, fence, reason); err != nil {
+//
+// Observers see it as OpMarkRunLost, with status RunLost if it marked the
+// run. To name the run's lease to them, a store with observers reads the run
+// first (lease "" if that read fails).
+func (s *Store) MarkRunLost(ctx context.Context, id, fence int64, reason string) (err error) {
+	var marked bool
+	ctx, done := s.observe(ctx, OpMarkRunLost, s.runLease(ctx, id))
+	defer func() {
+		e := Event{Fence: fence, Err: err, Run: id}
+		if marked {
+			e.Status = RunLost
+		}
+		done(e)
+	}()
+	marked, err = s.drv.RunMarkLost(ctx, id, fence, reason)
+	if err != nil {
 		return s.wrapWrite("mark run lost", "", err)
 	}
 	return nil
+}
+
+// runLease is the lease of run id for observers: "" without observers or if
+// the run cannot be read.
+func (s *Store) runLease(ctx context.Context, id int64) string {
+	if len(s.observers) == 0 {
+		return ""
+	}
+	r, ok, err := s.drv.RunGet(ctx, id)
+	if err != nil || !ok {
+		return ""
+	}
+	return r.Lease
 }
 
 // SweepRuns marks lost every running run whose lease generation is no longer

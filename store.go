@@ -354,14 +354,27 @@ func (s *Store) renew(ctx context.Context, t Token, ttl time.Duration) (time.Tim
 // token, in order: nil, or an error wrapping ErrLost for a token that no
 // longer holds its lease (one lost lease does not fail the others). The
 // second result is an error of the whole batch (database unreachable).
+//
+// Observers see the batch (OpRenewBatch) and, inside it, each token's
+// renewal (OpRenewBatchToken) with its lease and result: its own error, or
+// the error of the whole batch.
 func (s *Store) RenewBatch(ctx context.Context, ts []Token, ttl time.Duration) (errs []error, err error) {
 	ctx, done := s.observe(ctx, OpRenewBatch, "")
+	each := s.observeEach(ctx, OpRenewBatchToken, ts)
 	defer func() {
 		e := Event{Err: err, Count: len(ts), ExpiresIn: okTTL(err, ttl)}
 		for _, x := range errs {
 			if x != nil {
 				e.Lost++
 			}
+		}
+		for i, end := range each {
+			te := Event{Fence: ts[i].Fence, Err: err}
+			if err == nil {
+				te.Err = errs[i]
+			}
+			te.ExpiresIn = okTTL(te.Err, ttl)
+			end(te)
 		}
 		done(e)
 	}()

@@ -8,8 +8,9 @@
 // Each operation is a span of kind client named "fence.<op>": fence.acquire,
 // fence.renew, fence.renew_batch, fence.release, fence.revoke,
 // fence.fenced_write (Exec, ExecIn), fence.fenced_tx (InTx, CheckTx),
-// fence.start_run and fence.finish_run. The operation runs inside its span,
-// so spans of an instrumented database driver are its children.
+// fence.start_run, fence.finish_run and fence.mark_run_lost. The operation
+// runs inside its span, so spans of an instrumented database driver are its
+// children.
 //
 // Attributes:
 //
@@ -20,9 +21,18 @@
 //	fence.lost_reason    why the token lost its lease: expired, released,
 //	                     revoked, superseded, missing or unknown
 //	fence.holder_fence   the holder's fence when acquire found the lease held
-//	fence.run_status     the run's status after start_run and finish_run
+//	fence.run_id         the run of start_run (when started), finish_run and
+//	                     mark_run_lost
+//	fence.run_status     the run's status after start_run and finish_run; lost
+//	                     after a mark_run_lost that marked the run
 //	fence.batch_size     renew_batch: tokens renewed,
 //	fence.batch_lost     and how many of them were refused
+//
+// The tokens of a renew_batch share its statements, so they have no spans:
+// each is an event named fence.renew_batch_token on the batch's span, with
+// fence.lease, fence.fence, fence.outcome and, if refused, fence.lost_reason
+// (outcome error, for every token, when the batch failed as a whole). The
+// errors of single tokens are not recorded as errors of the batch's span.
 //
 // A lease held by another owner is an expected answer to an acquire, not a
 // failure: its span has outcome "held" and no error status. Every other
@@ -61,6 +71,7 @@ const (
 	AttrOutcome     = attribute.Key("fence.outcome")
 	AttrLostReason  = attribute.Key("fence.lost_reason")
 	AttrHolderFence = attribute.Key("fence.holder_fence")
+	AttrRunID       = attribute.Key("fence.run_id")
 	AttrRunStatus   = attribute.Key("fence.run_status")
 	AttrBatchSize   = attribute.Key("fence.batch_size")
 	AttrBatchLost   = attribute.Key("fence.batch_lost")
@@ -82,6 +93,11 @@ func New(tp trace.TracerProvider) *Observer {
 
 // Observe implements fence.Observer.
 func (o *Observer) Observe(ctx context.Context, op fence.Op, lease string) (context.Context, func(fence.Event)) {
+	if op == fence.OpRenewBatchToken {
+		// Inside the batch's span, which ctx carries.
+		span := trace.SpanFromContext(ctx)
+		return ctx, func(e fence.Event) { tokenEvent(span, op, lease, e) }
+	}
 	attrs := []attribute.KeyValue{AttrOp.String(string(op))}
 	if lease != "" {
 		attrs = append(attrs, AttrLease.String(lease))
@@ -100,6 +116,9 @@ func end(span trace.Span, op fence.Op, e fence.Event) {
 	}
 	if e.Fence != 0 {
 		span.SetAttributes(AttrFence.Int64(e.Fence))
+	}
+	if e.Run != 0 {
+		span.SetAttributes(AttrRunID.Int64(e.Run))
 	}
 	if e.Status != "" {
 		span.SetAttributes(AttrRunStatus.String(string(e.Status)))
@@ -132,6 +151,26 @@ func end(span trace.Span, op fence.Op, e fence.Event) {
 	}
 	span.RecordError(e.Err)
 	span.SetStatus(codes.Error, e.Err.Error())
+}
+
+// tokenEvent adds the result of one token of a renew_batch to the batch's span.
+func tokenEvent(span trace.Span, op fence.Op, lease string, e fence.Event) {
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{AttrLease.String(lease), AttrFence.Int64(e.Fence)}
+	var lost *fence.LostError
+	switch {
+	case e.Err == nil:
+		attrs = append(attrs, AttrOutcome.String("ok"))
+	case errors.As(e.Err, &lost):
+		attrs = append(attrs, AttrOutcome.String("lost"), AttrLostReason.String(string(lost.Reason)))
+	case errors.Is(e.Err, fence.ErrLost):
+		attrs = append(attrs, AttrOutcome.String("lost"))
+	default:
+		attrs = append(attrs, AttrOutcome.String("error"))
+	}
+	span.AddEvent("fence."+string(op), trace.WithAttributes(attrs...))
 }
 
 var _ fence.Observer = (*Observer)(nil)

@@ -271,3 +271,73 @@ func TestNilProviderUsesGlobal(t *testing.T) {
 	check(t, sr.Ended(), want{name: "fence.acquire",
 		attrs: attrs(fenceotel.AttrOutcome.String("error")), status: codes.Error, errors: 1})
 }
+
+// The tokens of a renew_batch are events on the batch's span, each with its
+// lease and outcome; a refused token is not an error of the batch's span.
+func TestRenewBatchTokenEvents(t *testing.T) {
+	ctx := t.Context()
+	s, sr, _ := setup(t)
+	a, err := s.Acquire(ctx, "shard-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Acquire(ctx, "shard-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke(ctx, "shard-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RenewBatch(ctx, []fence.Token{a.Token, b.Token}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	spans := sr.Ended()
+	batch := spans[len(spans)-1:]
+	check(t, batch, want{name: "fence.renew_batch", attrs: attrs(fenceotel.AttrOutcome.String("ok"),
+		fenceotel.AttrBatchSize.Int(2), fenceotel.AttrBatchLost.Int(1)),
+		absent: []attribute.Key{fenceotel.AttrLease, fenceotel.AttrFence}})
+	evs := batch[0].Events()
+	if len(evs) != 2 {
+		t.Fatalf("events %+v, want 2", evs)
+	}
+	for i, w := range []map[attribute.Key]attribute.Value{
+		attrs(fenceotel.AttrLease.String("shard-a"), fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("ok")),
+		attrs(fenceotel.AttrLease.String("shard-b"), fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("lost"),
+			fenceotel.AttrLostReason.String("revoked")),
+	} {
+		if evs[i].Name != "fence.renew_batch_token" {
+			t.Errorf("event %d: name %q", i, evs[i].Name)
+		}
+		got := attrs(evs[i].Attributes...)
+		if len(got) != len(w) {
+			t.Errorf("event %d: attributes %v, want %v", i, got, w)
+		}
+		for k, v := range w {
+			if got[k] != v {
+				t.Errorf("event %d: %s = %v, want %v", i, k, got[k].String(), v.String())
+			}
+		}
+	}
+}
+
+func TestMarkRunLostSpan(t *testing.T) {
+	ctx := t.Context()
+	s, sr, _ := setup(t)
+	a, err := s.Acquire(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.StartRun(ctx, a.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkRunLost(ctx, id, a.Token.Fence, "worker gave up"); err != nil {
+		t.Fatal(err)
+	}
+	spans := sr.Ended()
+	check(t, spans[len(spans)-2:],
+		want{name: "fence.start_run", attrs: attrs(fenceotel.AttrRunID.Int64(id), fenceotel.AttrRunStatus.String("running"))},
+		want{name: "fence.mark_run_lost", attrs: attrs(fenceotel.AttrOp.String("mark_run_lost"),
+			fenceotel.AttrLease.String("job"), fenceotel.AttrFence.Int64(1), fenceotel.AttrRunID.Int64(id),
+			fenceotel.AttrRunStatus.String("lost"), fenceotel.AttrOutcome.String("ok"))})
+}

@@ -14,7 +14,8 @@
 //
 //	fence_acquire_total{lease, outcome}          acquire attempts: acquired, held, error
 //	                                             (each attempt of AcquireWait counts)
-//	fence_renew_failures_total{lease, reason}    renewals refused (lost) or failed (error)
+//	fence_renew_failures_total{lease, reason}    renewals refused (lost) or failed (error),
+//	                                             one per token (of a RenewBatch too)
 //	fence_leases_lost_total{lease, reason}       tokens of this process found to have lost
 //	                                             their lease, once per lease and fence:
 //	                                             expired, released, revoked, superseded,
@@ -22,12 +23,14 @@
 //	fence_fenced_writes_total{lease, result}     fenced writes (Exec, ExecIn) and fenced
 //	                                             transaction checks (InTx, CheckTx):
 //	                                             ok, stale, no_match, error
-//	fence_runs_total{lease, status}              runs started (running) and finished
-//	                                             (succeeded, failed, lost)
+//	fence_runs_total{lease, status}              runs started (running), finished
+//	                                             (succeeded, failed, lost) and marked
+//	                                             lost (lost)
 //
 // Histogram:
 //
 //	fence_renew_duration_seconds{lease}          every renewal call, whatever its result
+//	                                             (a RenewBatch call: once, lease="")
 //
 // Gauges, for the leases this process holds (acquired or renewed through the
 // store, and not since released, refused, revoked or lapsed):
@@ -43,21 +46,24 @@
 //
 // # What is and is not seen
 //
-// Losses are seen where an operation is refused: a renewal, a release, a
-// fenced write or transaction, or the start or fenced completion of a run.
-// A runner that stops a job because no renewal succeeded within the renew
-// deadline (fence.ErrUnproven) performs no refused operation; pass
-// fence.OnLost(m.OnLost) to fence.Run or fence.Schedule to count those losses
-// as reason "unproven" (losses also seen by the store are not counted twice).
-// fence_runs_total{status="lost"} counts completions refused as stale; a run
-// the runner marks lost when it stops its job (after a refused renewal or at
-// the renew deadline) is not in it, because marking a run lost is not an
-// observed operation: it shows as a run started that never finished.
+// Losses are seen where an operation is refused: a renewal (of a RenewBatch
+// too), a release, a fenced write or transaction, or the start or fenced
+// completion of a run. A runner that stops a job because no renewal
+// succeeded within the renew deadline (fence.ErrUnproven) performs no
+// refused operation; pass fence.OnLost(m.OnLost) to fence.Run or
+// fence.Schedule to count those losses as reason "unproven" (losses also
+// seen by the store are not counted twice). fence_runs_total{status="lost"}
+// counts completions refused as stale and runs marked lost by
+// Store.MarkRunLost, which the runner calls when it stops its job (after a
+// refused renewal or at the renew deadline); a run that was no longer
+// running is not counted again. Runs marked lost by Store.SweepRuns are not
+// counted: this process did not run them.
 //
-// RenewBatch has no single lease name: its calls are recorded with lease=""
-// in fence_renew_duration_seconds and fence_renew_failures_total, and its
-// refused tokens are not in fence_leases_lost_total. Leases renewed only by
-// RenewBatch drop out of the held gauges after the TTL of their acquisition.
+// A RenewBatch call is one sample of fence_renew_duration_seconds with
+// lease="" (it has no single lease name); each of its tokens counts under
+// its own lease as a renewal would: a refused or failed token (a batch that
+// fails as a whole fails every token) in fence_renew_failures_total, a
+// refused one in fence_leases_lost_total, a renewed one in the held gauges.
 //
 // # Cardinality
 //

@@ -83,7 +83,7 @@ func New(opts ...Option) *Metrics {
 		writes: counter("fence_fenced_writes_total",
 			"Fenced writes and fenced transaction checks by result: ok, stale (token lost), no_match (token valid, no row matched) or error.", "result"),
 		runs: counter("fence_runs_total",
-			"Runs started (status running) and finished (succeeded, failed, lost) in the run ledger.", "status"),
+			"Runs started (status running), finished (succeeded, failed, lost) or marked lost (lost) in the run ledger.", "status"),
 		heldDesc: prometheus.NewDesc("fence_leases_held",
 			"Number of leases this process holds.", nil, nil),
 		fenceDesc: prometheus.NewDesc("fence_lease_fence",

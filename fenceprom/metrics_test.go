@@ -288,7 +288,7 @@ func TestRunsOfTheRunner(t *testing.T) {
 
 	// The exposition as a scrape sees it, help and type included.
 	want := `
-# HELP fence_runs_total Runs started (status running) and finished (succeeded, failed, lost) in the run ledger.
+# HELP fence_runs_total Runs started (status running), finished (succeeded, failed, lost) or marked lost (lost) in the run ledger.
 # TYPE fence_runs_total counter
 fence_runs_total{lease="nightly",status="failed"} 1
 fence_runs_total{lease="nightly",status="running"} 2
@@ -336,8 +336,8 @@ func TestWithoutLeaseLabel(t *testing.T) {
 		t.Fatalf("batch: %v, %v", errs, err)
 	}
 
-	// tenant-1 is revoked; of the other two, tenant-2 lapses soonest (2m
-	// from acquisition, 10s ago). RenewBatch's renewals are not attributed.
+	// tenant-1 is revoked (its loss counted once, though both Renew and
+	// RenewBatch were refused); the batch renewed the other two for 1m.
 	expect(t, m, `
 		fence_acquire_total{lease="",outcome="acquired"} 3
 		fence_acquire_total{lease="",outcome="held"} 1
@@ -345,15 +345,18 @@ func TestWithoutLeaseLabel(t *testing.T) {
 		fence_renew_failures_total{lease="",reason="lost"} 2
 		fence_renew_duration_seconds_count{lease=""} 2
 		fence_leases_held{} 2
-		fence_lease_expiry_seconds{lease=""} 110
+		fence_lease_expiry_seconds{lease=""} 60
 	`, "fence_acquire_total", "fence_leases_lost_total", "fence_renew_failures_total",
 		"fence_renew_duration_seconds", "fence_leases_held", "fence_lease_fence", "fence_lease_expiry_seconds")
 
 	// A lease whose local deadline passed without renewal is no longer held.
+	if _, err := s.Renew(ctx, toks[2], 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	clk.Add(2 * time.Minute)
 	expect(t, m, `
 		fence_leases_held{} 1
-		fence_lease_expiry_seconds{lease=""} 50
+		fence_lease_expiry_seconds{lease=""} 60
 	`, "fence_leases_held", "fence_lease_expiry_seconds")
 	lint(t, m)
 }

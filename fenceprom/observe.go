@@ -41,25 +41,15 @@ func (m *Metrics) record(op fence.Op, name string, start time.Time, e fence.Even
 
 	case fence.OpRenew:
 		m.renew.WithLabelValues(l).Observe(m.now().Sub(start).Seconds())
-		switch {
-		case e.Err == nil:
-			m.hold(name, e.Fence, start.Add(e.ExpiresIn))
-		case lost:
-			m.renewFail.WithLabelValues(l, "lost").Inc()
-			m.loss(name, e.Fence, e.Err)
-		default:
-			m.renewFail.WithLabelValues(l, "error").Inc()
-		}
+		m.renewed(name, start, e)
 
 	case fence.OpRenewBatch:
-		// No lease name: see the package documentation.
+		// One call of no single lease: see the package documentation. Its
+		// tokens' results are counted by their renew_batch_token.
 		m.renew.WithLabelValues("").Observe(m.now().Sub(start).Seconds())
-		if e.Err != nil {
-			m.renewFail.WithLabelValues("", "error").Inc()
-		}
-		if e.Lost > 0 {
-			m.renewFail.WithLabelValues("", "lost").Add(float64(e.Lost))
-		}
+
+	case fence.OpRenewBatchToken:
+		m.renewed(name, start, e)
 
 	case fence.OpRelease:
 		switch {
@@ -89,13 +79,28 @@ func (m *Metrics) record(op fence.Op, name string, start time.Time, e fence.Even
 		}
 		m.writes.WithLabelValues(l, result).Inc()
 
-	case fence.OpStartRun, fence.OpFinishRun:
+	case fence.OpStartRun, fence.OpFinishRun, fence.OpMarkRunLost:
 		if e.Status != "" {
 			m.runs.WithLabelValues(l, string(e.Status)).Inc()
 		}
 		if lost {
 			m.loss(name, e.Fence, e.Err)
 		}
+	}
+}
+
+// renewed records the result of the renewal of one token of lease name,
+// by Renew or within RenewBatch, whose call started at start.
+func (m *Metrics) renewed(name string, start time.Time, e fence.Event) {
+	l := m.label(name)
+	switch {
+	case e.Err == nil:
+		m.hold(name, e.Fence, start.Add(e.ExpiresIn))
+	case errors.Is(e.Err, fence.ErrLost):
+		m.renewFail.WithLabelValues(l, "lost").Inc()
+		m.loss(name, e.Fence, e.Err)
+	default:
+		m.renewFail.WithLabelValues(l, "error").Inc()
 	}
 }
 
