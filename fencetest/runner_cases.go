@@ -67,12 +67,14 @@ func runnerRenews(t *testing.T, b Backend) {
 	ctx := ctxT(t)
 	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
 		select {
-		case <-time.After(1500 * time.Millisecond): // five TTLs
+		case <-time.After(4500 * time.Millisecond): // three TTLs, about nine renewals
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
-	}, fence.WithTTL(600*time.Millisecond))
+		// At 600 ms a loaded CI machine saw no renewal answer within the 400 ms
+		// renew deadline, and the runner rightly stopped the job.
+	}, fence.WithTTL(1500*time.Millisecond))
 	if err != nil || r.Outcome != fence.Completed {
 		t.Fatalf("%+v %v", r, err)
 	}
