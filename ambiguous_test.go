@@ -84,3 +84,59 @@ func TestAmbiguousAcquireIsResolvedByOwner(t *testing.T) {
 func (d *lostReply) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
 	return driver.RenewResult{}, errConnReset
 }
+
+// heldThenDown answers the first acquire for real and then cannot connect,
+// as when the deadline cuts a redial short: nothing was sent, so each
+// failure is definite and retryable.
+type heldThenDown struct {
+	driver.Driver
+	calls int
+}
+
+var errDial = errors.New("dial tcp 127.0.0.1:5432: i/o timeout")
+
+func (d *heldThenDown) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	d.calls++
+	if d.calls == 1 {
+		return d.Driver.LeaseAcquire(ctx, p)
+	}
+	return driver.AcquireResult{}, errDial
+}
+
+func (d *heldThenDown) IsServerError(err error) bool {
+	return errors.Is(err, errDial) || d.Driver.IsServerError(err)
+}
+
+func (d *heldThenDown) IsRetryable(err error) bool {
+	return errors.Is(err, errDial) || d.Driver.IsRetryable(err)
+}
+
+// When the deadline ends a wait whose last attempt was not answered, the
+// error still says the lease was held, from the attempt that was.
+func TestAcquireWaitKeepsLastHeld(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fake := &heldThenDown{Driver: s.drv}
+	s.drv = fake
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = s.AcquireWait(wctx, "a", time.Minute)
+	if fake.calls < 2 {
+		t.Fatalf("only %d attempts", fake.calls)
+	}
+	var held *HeldError
+	if !errors.Is(err, ErrHeld) || !errors.As(err, &held) || held.Fence != 1 || !errors.Is(err, errDial) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcquireWait: %v", err)
+	}
+	t.Log(err)
+}

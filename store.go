@@ -281,12 +281,14 @@ func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time
 // releases the lease (LISTEN/NOTIFY; see handoff.go). It retries transient
 // database errors with backoff. It returns when acquired, on an error that is
 // not ErrHeld or transient, or when ctx ends (the error then wraps ctx's
-// error and the last ErrHeld).
+// error, the last attempt's error and, if that was not ErrHeld, the last
+// ErrHeld seen: an attempt cut short by the deadline still says who held it).
 func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
 	backoff := s.wait.min
 	var h handoff // wakes the wait at a release (handoff.go)
 	defer func() { h.close() }()
 	watched := false
+	var lastHeld error
 	for {
 		l, err := s.Acquire(ctx, name, ttl)
 		if err == nil {
@@ -296,6 +298,7 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 		var sleep time.Duration
 		switch {
 		case errors.As(err, &held):
+			lastHeld = err
 			if !watched {
 				watched = true
 				var ok bool
@@ -315,6 +318,9 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 		}
 		sleep += waitJitter(sleep, s.wait.min)
 		if serr := h.sleep(ctx, s.clock, sleep); serr != nil {
+			if lastHeld != nil && lastHeld != err {
+				return Lease{}, fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w; before it: %w", name, context.Cause(ctx), err, lastHeld)
+			}
 			return Lease{}, fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w", name, context.Cause(ctx), err)
 		}
 	}

@@ -95,7 +95,9 @@ func runnerRevoked(t *testing.T, b Backend) {
 		case <-time.After(20 * time.Second):
 			return errors.New("job was not cancelled after its lease was revoked")
 		}
-	}, fence.WithTTL(900*time.Millisecond), fence.OnLost(func(fence.Token, error) { mu.Lock(); lostCalls++; mu.Unlock() }))
+		// 3 s, not less: the revoke is seen at the first renewal (TTL/3), and a
+		// loaded CI machine at 900 ms missed the 600 ms renew deadline first.
+	}, fence.WithTTL(3*time.Second), fence.OnLost(func(fence.Token, error) { mu.Lock(); lostCalls++; mu.Unlock() }))
 	var le *fence.LostError
 	if err != nil || r.Outcome != fence.Lost || !errors.As(r.Err, &le) || le.Reason != fence.LostRevoked {
 		t.Fatalf("%+v %v", r, err)
