@@ -188,13 +188,15 @@ func expiryScript(t *testing.T, s *fence.Store) []string {
 			t.Fatalf("%s: %v", step, err)
 		}
 	}
-	a, err := s.Acquire(ctx, "job", 300*time.Millisecond)
+	// 1 s: the two calls that expect A still valid must fit in it on a
+	// loaded machine (race detector, two cores, other suites running).
+	a, err := s.Acquire(ctx, "job", time.Second)
 	rec("A acquire", err)
 	_, err = s.Acquire(ctx, "job", long)
 	rec("B acquire while A valid", err)
 	held, err := s.IsHeld(ctx, a.Token)
 	rec(fmt.Sprintf("A held=%v", held), err)
-	time.Sleep(700 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	held, err = s.IsHeld(ctx, a.Token)
 	rec(fmt.Sprintf("A held after ttl=%v", held), err)
 	_, err = s.Renew(ctx, a.Token, long)
@@ -325,14 +327,15 @@ func lostReasons(t *testing.T, b Backend) {
 func renewExtends(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	a := mustAcquire(t, s, "job", 300*time.Millisecond)
-	for i := 0; i < 4; i++ {
+	a := mustAcquire(t, s, "job", time.Second)
+	for i := 0; i < 8; i++ {
 		if _, err := s.Renew(ctx, a, 2*time.Second); err != nil {
 			t.Fatalf("renew %d: %v", i, err)
 		}
 		time.Sleep(150 * time.Millisecond)
 	}
-	// 600 ms have passed: only the renewals kept it.
+	// 1.2 s or more have passed: only the renewals kept it past the
+	// acquire's 1 s.
 	if ok, _ := s.IsHeld(ctx, a); !ok {
 		t.Fatal("renewed lease expired")
 	}

@@ -21,12 +21,13 @@ func runCases() []suiteCase {
 func runLedger(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	a := mustAcquire(t, s, "admin:reconciliation", 150*time.Millisecond)
+	// 1 s, so StartRun fits in it on a loaded machine.
+	a := mustAcquire(t, s, "admin:reconciliation", time.Second)
 	ra, err := s.StartRun(ctx, a, map[string]string{"phase": "scan"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond) // A pauses past its TTL
+	time.Sleep(1200 * time.Millisecond) // A pauses past its TTL
 	bt := mustAcquire(t, s, "admin:reconciliation", long)
 	rb, err := s.StartRun(ctx, bt, nil)
 	if err != nil {
@@ -60,12 +61,12 @@ func runLedger(t *testing.T, b Backend) {
 	}
 	// A finish for the holder's own run after it expired, with nobody else:
 	// refused and the run marked lost.
-	c := mustAcquire(t, s, "other", 100*time.Millisecond)
+	c := mustAcquire(t, s, "other", time.Second)
 	rc, err := s.StartRun(ctx, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	if err := s.FinishRun(ctx, c, rc, fence.Outcome{Err: errors.New("x")}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("expired completion: %v", err)
 	}
