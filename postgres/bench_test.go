@@ -10,43 +10,67 @@ import (
 )
 
 // go test -run '^$' -bench . ./postgres/
+//
+// The lease operations run over database/sql (pgx's stdlib adapter) and over
+// a pgxpool.Pool as sub-benchmarks, so one run gives the ratio between the
+// two handles.
 
-func BenchmarkAcquireRefused(b *testing.B) {
-	d := newDriver(b)
-	acquire(b, d, "job", time.Hour)
-	ctx := context.Background()
-	p := driver.AcquireParams{Name: "job", Owner: owner(b), TTLMs: 1000}
-	for b.Loop() {
-		if r, err := d.LeaseAcquire(ctx, p); err != nil || r.Acquired {
-			b.Fatal(r, err)
-		}
-	}
+func eachHandle(b *testing.B, f func(b *testing.B, d *Driver)) {
+	b.Run("stdlib", func(b *testing.B) { f(b, newDriver(b)) })
+	b.Run("pgxpool", func(b *testing.B) { f(b, newPoolDriver(b)) })
 }
 
 func BenchmarkAcquireRelease(b *testing.B) {
-	d := newDriver(b)
-	ctx := context.Background()
-	o := owner(b)
-	for b.Loop() {
-		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, TTLMs: 60_000})
-		if err != nil || !r.Acquired {
-			b.Fatal(r, err)
+	eachHandle(b, func(b *testing.B, d *Driver) {
+		ctx := context.Background()
+		o := owner(b)
+		for b.Loop() {
+			r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, TTLMs: 60_000})
+			if err != nil || !r.Acquired {
+				b.Fatal(r, err)
+			}
+			if ok, err := d.LeaseRelease(ctx, tokenParams("job", o, r.Fence)); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
 		}
-		if ok, err := d.LeaseRelease(ctx, tokenParams("job", o, r.Fence)); err != nil || !ok {
-			b.Fatal(ok, err)
-		}
-	}
+	})
 }
 
 func BenchmarkRenew(b *testing.B) {
-	d := newDriver(b)
-	tok := acquire(b, d, "job", time.Hour)
-	ctx := context.Background()
-	for b.Loop() {
-		if r, err := d.LeaseRenew(ctx, tok, 3_600_000); err != nil || !r.Renewed {
-			b.Fatal(r, err)
+	eachHandle(b, func(b *testing.B, d *Driver) {
+		tok := acquire(b, d, "job", time.Hour)
+		ctx := context.Background()
+		for b.Loop() {
+			if r, err := d.LeaseRenew(ctx, tok, 3_600_000); err != nil || !r.Renewed {
+				b.Fatal(r, err)
+			}
 		}
-	}
+	})
+}
+
+func BenchmarkIsHeld(b *testing.B) {
+	eachHandle(b, func(b *testing.B, d *Driver) {
+		tok := acquire(b, d, "job", time.Hour)
+		ctx := context.Background()
+		for b.Loop() {
+			if ok, err := d.LeaseIsHeld(ctx, tok); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+}
+
+func BenchmarkAcquireRefused(b *testing.B) {
+	eachHandle(b, func(b *testing.B, d *Driver) {
+		acquire(b, d, "job", time.Hour)
+		ctx := context.Background()
+		p := driver.AcquireParams{Name: "job", Owner: owner(b), TTLMs: 1000}
+		for b.Loop() {
+			if r, err := d.LeaseAcquire(ctx, p); err != nil || r.Acquired {
+				b.Fatal(r, err)
+			}
+		}
+	})
 }
 
 func BenchmarkGuardedUpdate(b *testing.B) {
