@@ -6,7 +6,6 @@ package teststore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -27,12 +26,15 @@ type Backend struct {
 	pgx  bool // a store over pgx's own pool (fence.OpenPool), not database/sql
 }
 
+// The databases, each through database/sql.
+var (
+	SQLite   = Backend{Name: "sqlite", dsn: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "fence.db") }}
+	Postgres = Backend{Name: "postgres", env: "FENCE_TEST_POSTGRES", dsn: func(testing.TB) string { return testdb.PostgresDSN() }}
+	MySQL    = Backend{Name: "mysql", env: "FENCE_TEST_MYSQL", dsn: func(testing.TB) string { return testdb.MySQLDSN() }}
+)
+
 // Backends lists SQLite, PostgreSQL and MySQL.
-var Backends = []Backend{
-	{Name: "sqlite", dsn: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "fence.db") }},
-	{Name: "postgres", env: "FENCE_TEST_POSTGRES", dsn: func(testing.TB) string { return testdb.PostgresDSN() }},
-	{Name: "mysql", env: "FENCE_TEST_MYSQL", dsn: func(testing.TB) string { return testdb.MySQLDSN() }},
-}
+var Backends = []Backend{SQLite, Postgres, MySQL}
 
 // Pgx is PostgreSQL through the pgx-native store (fence.OpenPool). It is
 // not in Backends, because tests that run their own SQL through s.DB() need
@@ -55,33 +57,13 @@ func (b Backend) Open(t testing.TB, opts ...fence.Option) *fence.Store {
 // reach the same database (with s.Prefix()).
 func (b Backend) OpenDSN(t testing.TB, opts ...fence.Option) (*fence.Store, string) {
 	t.Helper()
-	ctx := context.Background()
 	dsn := b.dsn(t)
-	opts = append([]fence.Option{fence.WithPrefix(testdb.Prefix())}, opts...)
-	var (
-		s   *fence.Store
-		err error
-	)
-	if b.pgx {
-		var p *pgxpool.Pool
-		s, p, err = openPool(ctx, dsn, opts)
-		if p != nil {
-			t.Cleanup(p.Close) // after the store's cleanup below, which drops the tables through it
-		}
-	} else {
-		s, err = fence.Open(ctx, dsn, opts...)
-	}
-	if errors.Is(err, fence.ErrUnavailable) {
-		testdb.Unreachable(t, b.Name, b.env, err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := b.open(t, dsn, append([]fence.Option{fence.WithPrefix(testdb.Prefix())}, opts...))
 	t.Cleanup(func() {
 		s.DropTables(context.Background())
 		s.Close()
 	})
-	if _, err := s.Migrate(ctx); err != nil {
+	if _, err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return s, dsn
