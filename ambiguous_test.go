@@ -140,3 +140,74 @@ func TestAcquireWaitKeepsLastHeld(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// lostOnce commits the first acquire and loses its answer and the read that
+// would resolve it; later calls are real.
+type lostOnce struct {
+	driver.Driver
+	acquires, gets int
+}
+
+func (d *lostOnce) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	d.acquires++
+	r, err := d.Driver.LeaseAcquire(ctx, p)
+	if d.acquires == 1 && err == nil {
+		return driver.AcquireResult{}, errConnReset
+	}
+	return r, err
+}
+
+func (d *lostOnce) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
+	d.gets++
+	if d.gets == 1 {
+		return driver.Lease{}, false, errConnReset
+	}
+	return d.Driver.LeaseGet(ctx, name)
+}
+
+func (d *lostOnce) IsServerError(err error) bool {
+	return !errors.Is(err, errConnReset) && d.Driver.IsServerError(err)
+}
+
+// A reset connection is transient, as the network drivers classify it.
+func (d *lostOnce) IsRetryable(err error) bool {
+	return errors.Is(err, errConnReset) || d.Driver.IsRetryable(err)
+}
+
+// An AcquireWait attempt that committed without an answer is recognised by
+// the next attempt (same owner) and returned, not waited out as a stranger's
+// lease for a TTL.
+func TestAcquireWaitAdoptsItsOwnLostAttempt(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fake := &lostOnce{Driver: s.drv}
+	s.drv = fake
+	// Far less than the TTL: waiting the orphan out cannot pass.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := s.AcquireWait(wctx, "a", time.Hour)
+	if err != nil {
+		t.Fatalf("AcquireWait after a lost answer: %v (attempts %d)", err, fake.acquires)
+	}
+	if fake.acquires != 2 || l.Token.Fence != 1 {
+		t.Fatalf("got fence %d after %d attempts, want the first attempt's fence 1 after 2", l.Token.Fence, fake.acquires)
+	}
+	if l.ExpiresAt.IsZero() || time.Until(l.ExpiresAt) < 59*time.Minute {
+		t.Fatalf("adopted lease expires at %v", l.ExpiresAt)
+	}
+	if ok, err := s.IsHeld(ctx, l.Token); !ok || err != nil {
+		t.Fatalf("adopted token not held: %v", err)
+	}
+	// A plain Acquire makes a new owner each call: the lease is held, by us
+	// as far as the database can tell, but not by that call.
+	if _, err := s.Acquire(ctx, "a", time.Minute); !errors.Is(err, ErrHeld) {
+		t.Fatalf("second Acquire: %v", err)
+	}
+}

@@ -212,21 +212,29 @@ type Lease struct {
 // database clock; every success returns a fence greater than any before it for
 // that name. If another owner holds it, the error wraps ErrHeld (*HeldError).
 func (s *Store) Acquire(ctx context.Context, name string, ttl time.Duration) (l Lease, err error) {
-	ctx, done := s.observe(ctx, OpAcquire, name)
-	defer func() { done(Event{Fence: l.Token.Fence, Err: err, ExpiresIn: okTTL(err, ttl)}) }()
-	return s.acquire(ctx, name, ttl)
+	return s.acquireAs(ctx, name, ttl, "")
 }
 
-func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
+// acquireAs is Acquire under a given owner token ("": a new one). The
+// observer sees each call, so AcquireWait's attempts are counted one by one.
+func (s *Store) acquireAs(ctx context.Context, name string, ttl time.Duration, owner string) (l Lease, err error) {
+	ctx, done := s.observe(ctx, OpAcquire, name)
+	defer func() { done(Event{Fence: l.Token.Fence, Err: err, ExpiresIn: okTTL(err, ttl)}) }()
+	return s.acquire(ctx, name, ttl, owner)
+}
+
+func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, owner string) (Lease, error) {
 	if err := ValidateName(name); err != nil {
 		return Lease{}, err
 	}
 	if err := ValidateTTL(ttl); err != nil {
 		return Lease{}, err
 	}
-	owner, err := newOwner()
-	if err != nil {
-		return Lease{}, err
+	if owner == "" {
+		var err error
+		if owner, err = newOwner(); err != nil {
+			return Lease{}, err
+		}
 	}
 	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, TTLMs: ttlMillis(ttl)})
 	if err != nil {
@@ -241,6 +249,12 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration) (Le
 			}
 		}
 		if r.Holder != nil {
+			if r.Holder.Owner == owner && r.Holder.LeasedUntilMs > r.Holder.NowMs {
+				// Only this owner's earlier attempt (AcquireWait's, whose
+				// answer a failed connection lost) can have written it.
+				s.log.InfoContext(ctx, "fence: acquire outcome resolved: an earlier attempt committed", "lease", name, "fence", r.Holder.Fence)
+				return Lease{Token: Token{Lease: name, Owner: owner, Fence: r.Holder.Fence}, TTL: ttl, ExpiresAt: time.UnixMilli(r.Holder.LeasedUntilMs)}, nil
+			}
 			h.Fence, h.Owner = r.Holder.Fence, r.Holder.Owner
 			h.Remaining = time.Duration(max(r.Holder.LeasedUntilMs-r.Holder.NowMs, 0)) * time.Millisecond
 		}
@@ -283,14 +297,23 @@ func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time
 // not ErrHeld or transient, or when ctx ends (the error then wraps ctx's
 // error, the last attempt's error and, if that was not ErrHeld, the last
 // ErrHeld seen: an attempt cut short by the deadline still says who held it).
+//
+// Every attempt of one call uses the same owner token, so a generation an
+// attempt committed although its answer was lost (the connection failed) is
+// recognised by the next attempt and returned, instead of being waited out
+// as another owner's for up to a TTL.
 func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
+	owner, err := newOwner()
+	if err != nil {
+		return Lease{}, err
+	}
 	backoff := s.wait.min
 	var h handoff // wakes the wait at a release (handoff.go)
 	defer func() { h.close() }()
 	watched := false
 	var lastHeld error
 	for {
-		l, err := s.Acquire(ctx, name, ttl)
+		l, err := s.acquireAs(ctx, name, ttl, owner)
 		if err == nil {
 			return l, nil
 		}

@@ -89,13 +89,15 @@ func TestAcquireCommittedLateIsAmbiguous(t *testing.T) {
 // TestAcquireWaitOrphanAttempt shows why the harness records AcquireWait's
 // attempts (attemptObserver): on MariaDB, an attempt whose connection is
 // reset while its statement waits on the lease row's lock commits a
-// generation after the call has moved on; AcquireWait retries with a new
-// owner token, waits that orphan out and acquires again, returning a fence
-// beyond the orphan's. What the harness relies on, and this test checks, is
-// that every generation committed during the call is the one it returned or
-// follows an attempt that was reported as of unknown outcome. The same
-// sequence runs on PostgreSQL, where the reset statement has so far been
-// rolled back (no orphan).
+// generation after the call has moved on. AcquireWait used to retry with a
+// new owner token, wait that orphan out and acquire again, returning a fence
+// beyond the orphan's; its attempts now share one owner, so the next attempt
+// finds the orphan carrying it and returns it. What the harness relies on,
+// and this test checks, is that every generation committed during the call
+// is the one it returned or follows an attempt that was reported as of
+// unknown outcome; and that no generation is skipped. The same sequence
+// runs on PostgreSQL, where the reset statement has so far been rolled back
+// (the retry commits the generation itself).
 func TestAcquireWaitOrphanAttempt(t *testing.T) {
 	for _, b := range []struct{ name, dsn string }{{"mysql", testdb.MySQLDSN()}, {"postgres", testdb.PostgresDSN()}} {
 		t.Run(b.name, func(t *testing.T) { acquireWaitOrphanAttempt(t, b.dsn) })
@@ -174,5 +176,10 @@ func acquireWaitOrphanAttempt(t *testing.T, dsn string) {
 	}
 	if extra := info.Fence - a.Token.Fence - returned; extra > int64(amb) {
 		t.Fatalf("%d generations were committed during AcquireWait beyond the one it returned, but only %d attempts were of unknown outcome", extra, amb)
+	}
+	// Its attempts share one owner: the generation the reset attempt
+	// committed is the one returned, not waited out for a TTL first.
+	if err != nil || l.Token.Fence != a.Token.Fence+1 {
+		t.Fatalf("AcquireWait returned fence %d (err %v), want %d: the next generation after a's, whichever attempt committed it", l.Token.Fence, err, a.Token.Fence+1)
 	}
 }

@@ -220,12 +220,41 @@ func TestAcquireWaitAttempts(t *testing.T) {
 			t.Errorf("attempts recorded %v: linearizable %v, want %v", observed, got, observed)
 		}
 	}
-	// The log check: the orphan generation is explained by the attempt.
-	events := []event{{Lease: "l", Seq: 1, Kind: "acquire", Fence: 2, Owner: "a", UntilMs: 1150, AtMs: 1000},
+	// The log check: the orphan generation is explained by the attempt. The
+	// attempts of one AcquireWait share its owner, so the orphan carries it.
+	events := []event{{Lease: "l", Seq: 1, Kind: "acquire", Fence: 2, Owner: "b", UntilMs: 1150, AtMs: 1000},
 		{Lease: "l", Seq: 2, Kind: "acquire", Fence: 3, Owner: "b", UntilMs: 1300, AtMs: 1150}}
 	h := &harness{leases: []string{"l"}}
 	var res resolution
-	if vs := (&leaseFacts{fence: 1}).check(h, 0, 0, []op{aw}, events, 0, 0, [2]int64{900, 1400}, &res); len(vs) != 0 {
-		t.Errorf("log check: %+v", vs)
+	if vs := (&leaseFacts{fence: 1}).check(h, 0, 0, []op{aw}, events, 0, 0, [2]int64{900, 1400}, &res); len(vs) != 0 || res.orphanAcq != 1 {
+		t.Errorf("log check: %+v, %d orphans", vs, res.orphanAcq)
+	}
+	// Handed fence 3, but only its orphan (fence 2) committed: a lie.
+	res = resolution{}
+	if vs := (&leaseFacts{fence: 1}).check(h, 0, 0, []op{aw}, events[:1], 0, 0, [2]int64{900, 1400}, &res); len(vs) == 0 {
+		t.Error("log check: a fence that never committed was handed out, and no violation")
+	}
+}
+
+// TestAcquireWaitAdoption: the last attempt finds the generation its
+// ambiguous first attempt committed (same owner) and returns it. Both
+// checks accept that: the call took effect once, inside its own window.
+func TestAcquireWaitAdoption(t *testing.T) {
+	aw := op{ID: 1, Client: 0, Kind: opAcquireWait, Res: resOK, Out: output{Res: resOK, Fence: 2}, Owner: "b", Call: 10, Return: 100,
+		Observed: true, Attempts: []attempt{{Call: 10, Return: 20, Res: "ambiguous"}, {Call: 60, Return: 90, Res: "ok", Fence: 2}}}
+	// Another client saw fence 2 held before the adopting attempt began.
+	get := op{ID: 2, Client: 1, Kind: opGet, Res: resOK, Out: output{Res: resOK, Found: true, Fence: 2, Valid: true}, Call: 30, Return: 40}
+	write := op{ID: 3, Client: 0, Kind: opWrite, Fence: 2, Res: resOK, Out: output{Res: resOK}, Call: 110, Return: 120}
+	bar := op{ID: -1, Client: 2, Kind: opBarrier, Res: resOK, Out: output{Res: resOK, Found: true, Fence: 2, Valid: true, WFence: 2, Cnt: 1}, Call: 200, Return: 210}
+	events := []event{{Lease: "l", Seq: 1, Kind: "acquire", Fence: 2, Owner: "b", UntilMs: 1150, AtMs: 1000},
+		{Lease: "l", Seq: 2, Kind: "stmt", Fence: 2, OpID: 3, AtMs: 1050}}
+	h := &harness{leases: []string{"l"}}
+	var res resolution
+	if vs := (&leaseFacts{fence: 1}).check(h, 0, 0, []op{aw, write}, events, 0, 1, [2]int64{900, 1400}, &res); len(vs) != 0 || res.orphanAcq != 0 {
+		t.Fatalf("log check: %+v, %d orphans", vs, res.orphanAcq)
+	}
+	w := &window{start: 10, end: 150, init: []state{{Fence: 1}}, ops: [][]op{{aw, get, write, bar}}, res: []resolution{res}}
+	if !porcupine.CheckOperations(newModel(w.init[0]), history(w, 0, false)) {
+		t.Error("an adopted generation is not linearizable")
 	}
 }
