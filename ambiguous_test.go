@@ -38,16 +38,25 @@ func (d *lostReply) IsServerError(err error) bool {
 	return !errors.Is(err, errConnReset) && d.Driver.IsServerError(err)
 }
 
-func TestAmbiguousAcquireIsResolvedByOwner(t *testing.T) {
+// migratedSQLite is a migrated store on a fresh SQLite file, whose driver a
+// test may then wrap.
+func migratedSQLite(t *testing.T, opts ...Option) *Store {
+	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"))
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func TestAmbiguousAcquireIsResolvedByOwner(t *testing.T) {
+	ctx := context.Background()
+	s := migratedSQLite(t)
 	real := s.drv
 	fake := &lostReply{Driver: real, commit: true}
 	s.drv = fake
@@ -115,14 +124,7 @@ func (d *heldThenDown) IsRetryable(err error) bool {
 // error still says the lease was held, from the attempt that was.
 func TestAcquireWaitKeepsLastHeld(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedSQLite(t, WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
 	if _, err := s.Acquire(ctx, "a", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestAcquireWaitKeepsLastHeld(t *testing.T) {
 	s.drv = fake
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	_, err = s.AcquireWait(wctx, "a", time.Minute)
+	_, err := s.AcquireWait(wctx, "a", time.Minute)
 	if fake.calls < 2 {
 		t.Fatalf("only %d attempts", fake.calls)
 	}
@@ -179,14 +181,7 @@ func (d *lostOnce) IsRetryable(err error) bool {
 // lease for a TTL.
 func TestAcquireWaitAdoptsItsOwnLostAttempt(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedSQLite(t, WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
 	fake := &lostOnce{Driver: s.drv}
 	s.drv = fake
 	// Far less than the TTL: waiting the orphan out cannot pass.
