@@ -233,6 +233,10 @@ func (e *UnprovenError) Unwrap() error        { return e.Last }
 // successful renewal), finishes the run with fenced completion, and releases
 // the lease. The error is non-nil only for bad options or when ctx ended
 // before the lease was acquired; everything else is in the Result.
+//
+// If job panics, Run records the run as failed (the job error is a
+// *PanicError), releases the lease, calls OnFinished, and then panics again
+// with the job's value: a panic is a bug to surface, not an outcome to hide.
 func Run(ctx context.Context, s *Store, name string, job Job, opts ...RunOption) (Result, error) {
 	c, err := s.runConfig(opts)
 	if err != nil {
@@ -241,7 +245,7 @@ func Run(ctx context.Context, s *Store, name string, job Job, opts ...RunOption)
 	if err := ValidateName(name); err != nil {
 		return Result{}, err
 	}
-	start := s.clock.Now()
+	start := time.Now()
 	var l Lease
 	if c.wait {
 		l, err = s.AcquireWait(ctx, name, c.ttl)
@@ -256,6 +260,11 @@ func Run(ctx context.Context, s *Store, name string, job Job, opts ...RunOption)
 		c.finished(r)
 		return r, nil
 	}
+	if !l.began.IsZero() {
+		// The call that committed this generation, not the wait before it:
+		// with WithWait the renew deadline must not be spent waiting.
+		start = l.began
+	}
 	return s.runHeld(ctx, c, l, start, job, 0), nil
 }
 
@@ -263,9 +272,10 @@ func Run(ctx context.Context, s *Store, name string, job Job, opts ...RunOption)
 // AcquireWait, perhaps after other bookkeeping): it records a run, keeps the
 // lease renewed while job runs, cancels the job when authority is lost or
 // unproven, finishes the run with fenced completion and releases the lease.
-// acquiredAt should be the local time from just before the acquire call (the
-// renew deadline counts from it); zero means now, which is later than the
-// truth by the acquire's round trip.
+// acquiredAt should be the local time (time.Now(), not a skewed clock) from
+// just before the acquire call (the renew deadline counts from it); zero means
+// the time Acquire or AcquireWait recorded for l, or now for a Lease built by
+// hand, which is later than the truth by the acquire's round trip.
 func RunHeld(ctx context.Context, s *Store, l Lease, acquiredAt time.Time, job Job, opts ...RunOption) (Result, error) {
 	c, err := s.runConfig(append([]RunOption{WithTTL(l.TTL)}, opts...))
 	if err != nil {
@@ -275,7 +285,10 @@ func RunHeld(ctx context.Context, s *Store, l Lease, acquiredAt time.Time, job J
 		return Result{}, err
 	}
 	if acquiredAt.IsZero() {
-		acquiredAt = s.clock.Now()
+		acquiredAt = l.began
+	}
+	if acquiredAt.IsZero() {
+		acquiredAt = time.Now()
 	}
 	return s.runHeld(ctx, c, l, acquiredAt, job, 0), nil
 }
@@ -289,13 +302,18 @@ func (c runConfig) finished(r Result) {
 // runHeld runs job under an acquired lease. acquiredAt is the local time from
 // before the acquire call, the latest moment the lease can have started.
 // minHoldUntil, when not zero, is kept as the lease's end after the job.
-func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt time.Time, job Job, minHold time.Duration) Result {
+//
+// Local deadlines are measured on the local monotonic clock (time.Now), never
+// on the store's Clock: an injected clock shifts wall time, and a deadline
+// computed from two different frames is wrong by the shift.
+func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt time.Time, job Job, minHold time.Duration) (r Result) {
 	t := l.Token
-	r := Result{Token: t, Started: acquiredAt}
+	r = Result{Token: t, Started: acquiredAt}
 	log := c.log.With("lease", t.Lease, "fence", t.Fence)
 	bg := context.WithoutCancel(ctx)
 	defer func() {
-		r.Duration = s.clock.Now().Sub(acquiredAt)
+		// r is the named result: this assignment reaches the caller.
+		r.Duration = time.Since(acquiredAt)
 		c.finished(r)
 	}()
 
@@ -326,10 +344,31 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		c.onStarted(jctx, t)
 	}
 	log.InfoContext(ctx, "fence: job started", "run", id)
-	jobErr := job(jctx)
+	jobErr, panicked := callJob(jctx, job)
 	close(done)
 	<-kdone
 	r.JobErr = jobErr
+	if panicked != nil {
+		// Record the run as failed and give the lease up before the panic
+		// goes on up the stack: otherwise the run stays "running" and the
+		// lease held for its TTL by a goroutine that no longer exists.
+		fctx, fcancel := context.WithTimeout(bg, c.callTimeout)
+		err := s.FinishRun(fctx, t, id, Outcome{Err: jobErr})
+		fcancel()
+		r.Outcome, r.Err = Failed, nil
+		if k.lostCause() != nil || errors.Is(err, ErrLost) {
+			r.Outcome, r.Err = Lost, k.lostCause()
+			if r.Err == nil {
+				r.Outcome, r.Err = Rejected, err
+			}
+			mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
+			_ = s.MarkRunLost(mctx, id, t.Fence, jobErr.Error())
+			mcancel()
+		}
+		log.ErrorContext(ctx, "fence: job panicked", "run", id, "panic", panicked.value)
+		s.releaseQuietly(bg, t, log)
+		panic(panicked.value)
+	}
 
 	if cause := k.lostCause(); cause != nil {
 		r.Outcome, r.Err = Lost, cause
@@ -366,7 +405,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		log.InfoContext(ctx, "fence: job completed", "run", id)
 	}
 	if minHold > 0 {
-		if left := minHold - s.clock.Now().Sub(acquiredAt); left >= MinTTL {
+		if left := minHold - time.Since(acquiredAt); left >= MinTTL {
 			// Keep the lease until the end of the minimum hold instead of
 			// releasing it, so no replica can start this slot again.
 			if _, err := s.Renew(bg, t, left); err == nil {
@@ -376,6 +415,25 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 	}
 	s.releaseQuietly(bg, t, log)
 	return r
+}
+
+// jobPanic carries a job's panic value past the bookkeeping that follows it.
+type jobPanic struct{ value any }
+
+// PanicError is the job error recorded for a job that panicked; Run and
+// Schedule re-panic with the original value after recording it.
+type PanicError struct{ Value any }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("fence: job panicked: %v", e.Value) }
+
+// callJob runs job and turns a panic into an error plus the value to re-panic with.
+func callJob(ctx context.Context, job Job) (err error, p *jobPanic) {
+	defer func() {
+		if v := recover(); v != nil {
+			err, p = &PanicError{Value: v}, &jobPanic{value: v}
+		}
+	}()
+	return job(ctx), nil
 }
 
 func (s *Store) releaseQuietly(ctx context.Context, t Token, log *slog.Logger) {
@@ -435,7 +493,7 @@ func (k *keeper) armDeadline() {
 	if k.cause != nil {
 		return
 	}
-	left := k.c.deadline - k.s.clock.Now().Sub(k.lastOK)
+	left := k.c.deadline - time.Since(k.lastOK)
 	if k.timer != nil {
 		k.timer.Stop()
 	}
@@ -444,7 +502,7 @@ func (k *keeper) armDeadline() {
 
 func (k *keeper) checkDeadline() {
 	k.mu.Lock()
-	late := k.s.clock.Now().Sub(k.lastOK) >= k.c.deadline
+	late := time.Since(k.lastOK) >= k.c.deadline
 	last := k.lastErr
 	k.mu.Unlock()
 	if late {
@@ -463,7 +521,11 @@ func (k *keeper) run(ctx context.Context, done <-chan struct{}) {
 		}
 		k.mu.Unlock()
 	}()
-	next := k.c.renewEvery
+	// The first renewal is due renewEvery after the acquisition, not after
+	// the run was recorded: StartRun's round trip is part of the interval.
+	k.mu.Lock()
+	next := max(k.c.renewEvery-time.Since(k.lastOK), 0)
+	k.mu.Unlock()
 	for {
 		select {
 		case <-done:
@@ -475,7 +537,7 @@ func (k *keeper) run(ctx context.Context, done <-chan struct{}) {
 		if k.lostCause() != nil {
 			return
 		}
-		start := k.s.clock.Now()
+		start := time.Now()
 		k.mu.Lock()
 		left := k.c.deadline - start.Sub(k.lastOK)
 		k.mu.Unlock()

@@ -48,7 +48,7 @@ func Schedule(ctx context.Context, s *Store, name, spec string, job Job, opts ..
 		if err := s.clock.Sleep(ctx, slot.Sub(now)+jitter); err != nil {
 			return err
 		}
-		start := s.clock.Now()
+		start := time.Now() // local monotonic: the renew deadline counts from it
 		l, err := s.Acquire(ctx, name, c.ttl)
 		if err != nil {
 			if ctx.Err() != nil {

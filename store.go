@@ -206,6 +206,11 @@ type Lease struct {
 	// ExpiresAt is when the lease lapses by the database clock, or zero where
 	// the dialect does not report it in the same round trip (MySQL).
 	ExpiresAt time.Time
+
+	// began is the local monotonic time from before the call that committed
+	// this generation (or earlier): the runner's renew deadline counts from
+	// it, so a wait before that call is not charged to the job.
+	began time.Time
 }
 
 // Acquire takes the lease if it is absent, released or expired by the
@@ -236,9 +241,10 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 			return Lease{}, err
 		}
 	}
+	began := time.Now()
 	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, TTLMs: ttlMillis(ttl)})
 	if err != nil {
-		return s.resolveAcquire(ctx, name, owner, ttl, s.wrapWrite("acquire", name, err))
+		return s.resolveAcquire(ctx, name, owner, ttl, began, s.wrapWrite("acquire", name, err))
 	}
 	if !r.Acquired {
 		h := &HeldError{Lease: name}
@@ -253,14 +259,14 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 				// Only this owner's earlier attempt (AcquireWait's, whose
 				// answer a failed connection lost) can have written it.
 				s.log.InfoContext(ctx, "fence: acquire outcome resolved: an earlier attempt committed", "lease", name, "fence", r.Holder.Fence)
-				return Lease{Token: Token{Lease: name, Owner: owner, Fence: r.Holder.Fence}, TTL: ttl, ExpiresAt: time.UnixMilli(r.Holder.LeasedUntilMs)}, nil
+				return adopted(name, owner, ttl, began, *r.Holder), nil
 			}
 			h.Fence, h.Owner = r.Holder.Fence, r.Holder.Owner
 			h.Remaining = time.Duration(max(r.Holder.LeasedUntilMs-r.Holder.NowMs, 0)) * time.Millisecond
 		}
 		return Lease{}, h
 	}
-	l := Lease{Token: Token{Lease: name, Owner: owner, Fence: r.Fence}, TTL: ttl}
+	l := Lease{Token: Token{Lease: name, Owner: owner, Fence: r.Fence}, TTL: ttl, began: began}
 	if r.LeasedUntilMs > 0 {
 		l.ExpiresAt = time.UnixMilli(r.LeasedUntilMs)
 	}
@@ -274,7 +280,7 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 // is ours. Otherwise the outcome stays unknown: the acquire may have failed,
 // or committed and already been superseded, and only the first is "not
 // acquired". Either way the caller does not hold the lease.
-func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time.Duration, err error) (Lease, error) {
+func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time.Duration, began time.Time, err error) (Lease, error) {
 	if !errors.Is(err, ErrAmbiguous) {
 		return Lease{}, err
 	}
@@ -283,9 +289,23 @@ func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time
 	l, ok, gerr := s.drv.LeaseGet(rctx, name)
 	if gerr == nil && ok && l.Owner == owner && l.LeasedUntilMs > l.NowMs {
 		s.log.InfoContext(ctx, "fence: acquire outcome resolved: committed", "lease", name, "fence", l.Fence)
-		return Lease{Token: Token{Lease: name, Owner: owner, Fence: l.Fence}, TTL: ttl, ExpiresAt: time.UnixMilli(l.LeasedUntilMs)}, nil
+		return adopted(name, owner, ttl, began, l), nil
 	}
 	return Lease{}, err
+}
+
+// adopted is the Lease for a generation of ours found by a read (an attempt
+// whose answer was lost committed it). Its commit time is unknown, so began
+// is set back by the part of the TTL already used by the database's account:
+// the lease lapses no sooner than read+remaining, i.e. began+ttl.
+func adopted(name, owner string, ttl time.Duration, readBegan time.Time, l driver.Lease) Lease {
+	remaining := time.Duration(max(l.LeasedUntilMs-l.NowMs, 0)) * time.Millisecond
+	return Lease{
+		Token:     Token{Lease: name, Owner: owner, Fence: l.Fence},
+		TTL:       ttl,
+		ExpiresAt: time.UnixMilli(l.LeasedUntilMs),
+		began:     readBegan.Add(min(remaining-ttl, 0)),
+	}
 }
 
 // AcquireWait acquires the lease, waiting while another owner holds it: it
