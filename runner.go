@@ -48,6 +48,7 @@ type Result struct {
 
 type runConfig struct {
 	ttl, renewEvery, deadline, callTimeout, minHold time.Duration
+	retention                                       time.Duration
 	wait                                            bool
 	detail                                          any
 	onStarted                                       func(ctx context.Context, t Token)
@@ -132,6 +133,8 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 		return c, fmt.Errorf("%w: call timeout %v must be positive", ErrInvalid, c.callTimeout)
 	case c.minHold < 0:
 		return c, fmt.Errorf("%w: min hold %v is negative", ErrInvalid, c.minHold)
+	case c.retention != 0 && c.retention < time.Millisecond:
+		return c, fmt.Errorf("%w: run retention %v must be at least 1ms, or 0 to keep every run", ErrInvalid, c.retention)
 	}
 	return c, nil
 }

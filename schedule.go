@@ -61,5 +61,12 @@ func Schedule(ctx context.Context, s *Store, name, spec string, job Job, opts ..
 			continue
 		}
 		s.runHeld(ctx, c, l, start, job, hold)
+		if c.retention > 0 {
+			pctx, cancel := context.WithTimeout(ctx, c.callTimeout)
+			if _, err := s.PruneRuns(pctx, name, c.retention); err != nil && ctx.Err() == nil {
+				c.log.WarnContext(ctx, "fence: pruning old runs failed", "lease", name, "err", err)
+			}
+			cancel()
+		}
 	}
 }

@@ -64,6 +64,15 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return d.execOne(ctx, d.q["run_mark_lost"], reason, id, fence)
 }
 
+// RunPrune deletes finished runs older than the retention.
+func (d *Driver) RunPrune(ctx context.Context, lease string, olderThanMs int64) (int64, error) {
+	res, err := d.exec(ctx, d.q["run_prune"], olderThanMs, lease, lease)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // RunSweep marks running runs of invalid generations lost.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
 	res, err := d.exec(ctx, d.q["run_sweep"])

@@ -48,6 +48,12 @@ func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
 	return d.c.exec(ctx, d.q.runSweep)
 }
 
+// RunPrune deletes finished runs of lease ("" for all) older than
+// olderThanMs by the database clock.
+func (d *Driver) RunPrune(ctx context.Context, lease string, olderThanMs int64) (int64, error) {
+	return d.c.exec(ctx, d.q.runPrune, lease, olderThanMs)
+}
+
 // RunGet returns one run; ok is false when there is none.
 func (d *Driver) RunGet(ctx context.Context, id int64) (driver.Run, bool, error) {
 	r, err := scanRun(d.c.queryRow(ctx, d.q.runGet, id))

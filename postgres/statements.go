@@ -85,7 +85,7 @@ func renderMigrations(prefix string) ([]Migration, error) {
 type statements struct {
 	acquire, renew, renewBatch, release, isHeld, get, list, revoke, now, lockTx string
 
-	runStart, runFinish, runMarkLost, runSweep, runGet, runList string
+	runStart, runFinish, runMarkLost, runSweep, runPrune, runGet, runList string
 
 	schemaLock, schemaCreate, schemaVersion, schemaRecord, dropTables string
 
@@ -127,6 +127,7 @@ func loadStatements(prefix string) (*statements, error) {
 		{"run_finish", &s.runFinish},
 		{"run_mark_lost", &s.runMarkLost},
 		{"run_sweep", &s.runSweep},
+		{"run_prune", &s.runPrune},
 		{"run_get", &s.runGet},
 		{"run_list", &s.runList},
 		{"schema_lock", &s.schemaLock},

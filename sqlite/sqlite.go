@@ -446,6 +446,15 @@ func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
 	return res.RowsAffected()
 }
 
+// RunPrune deletes finished runs older than the retention.
+func (d *Driver) RunPrune(ctx context.Context, lease string, olderThanMs int64) (int64, error) {
+	res, err := d.db.ExecContext(ctx, d.q["run_prune"], lease, olderThanMs)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // RunGet reads one run.
 func (d *Driver) RunGet(ctx context.Context, id int64) (driver.Run, bool, error) {
 	r, err := scanRun(d.db.QueryRowContext(ctx, d.q["run_get"], id))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -146,6 +147,58 @@ func (a *app) runsCmd() *cobra.Command {
 	fl.StringVar(&lease, "lease", "", "only runs of lease `NAME`")
 	fl.StringVar(&status, "status", "", "only runs with status `S`: running, succeeded, failed, lost or abandoned")
 	fl.IntVar(&limit, "limit", 20, "at most `N` runs (0: all)")
+	cmd.AddCommand(a.runsPruneCmd())
+	return cmd
+}
+
+func (a *app) runsPruneCmd() *cobra.Command {
+	var (
+		lease     string
+		olderThan time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "prune --older-than DURATION [--lease NAME]",
+		Short: "Delete finished runs older than a retention",
+		Long: `Delete the finished runs (succeeded, failed, lost, abandoned) that finished
+more than DURATION ago by the database clock, of one lease or of all.
+Running runs are never deleted. Prints how many runs were deleted
+(--json: {"deleted": N}).`,
+		Example: `  fence runs prune --older-than 720h
+  fence runs prune --older-than 24h --lease nightly-report`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("older-than") {
+				return usagef("for example --older-than 720h keeps 30 days", "--older-than is required")
+			}
+			if olderThan < time.Millisecond {
+				return usagef("for example --older-than 720h keeps 30 days", "--older-than %v must be positive", olderThan)
+			}
+			if cmd.Flags().Changed("lease") {
+				if err := fence.ValidateName(lease); err != nil {
+					return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+				}
+			}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			s, err := a.open(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			n, err := s.PruneRuns(ctx, lease, olderThan)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return writeJSON(a.stdout, map[string]int64{"deleted": n})
+			}
+			_, err = fmt.Fprintf(a.stdout, "deleted %d finished run(s) older than %v\n", n, olderThan)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.DurationVar(&olderThan, "older-than", 0, "delete runs that finished more than `DURATION` ago (e.g. 720h)")
+	fl.StringVar(&lease, "lease", "", "only runs of lease `NAME`")
 	return cmd
 }
 

@@ -170,6 +170,9 @@ type Driver interface {
 	RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error)
 	// RunSweep marks running runs whose lease generation is no longer valid lost.
 	RunSweep(ctx context.Context) (int64, error)
+	// RunPrune deletes finished (not running) runs of lease ("" for all)
+	// that finished more than olderThanMs ago by the database clock.
+	RunPrune(ctx context.Context, lease string, olderThanMs int64) (int64, error)
 	RunGet(ctx context.Context, id int64) (Run, bool, error)
 	RunList(ctx context.Context, f RunFilter) ([]Run, error)
 
