@@ -33,6 +33,8 @@ type Guard struct {
 	create  string
 	insert  string
 	raise   string
+
+	beforeBegin func(Claim) // test hook: a request is about to begin its transaction
 }
 
 var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -119,6 +121,9 @@ var errCommit = errors.New("fencehttp: commit failed; the write may or may not h
 // run raises c's fence in a new transaction, runs fn in it and commits if
 // fn returns nil.
 func (g *Guard) run(ctx context.Context, c Claim, fn func(tx *sql.Tx) error) error {
+	if g.beforeBegin != nil {
+		g.beforeBegin(c)
+	}
 	tx, err := g.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("fencehttp: begin: %w", err)

@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultCapacity is the number of leases a Memory made with capacity 0
-// remembers: about 4 MB at the longest lease names (see Memory).
+// remembers: about 5 MB at the longest lease names (see Memory).
 const DefaultCapacity = 10_000
 
 // Memory is an in-process checker: it remembers the highest fence seen per
@@ -30,7 +30,7 @@ const DefaultCapacity = 10_000
 //
 // Memory never forgets a fence, since forgetting would let a stale holder
 // in again; when it holds capacity leases it refuses requests for new ones
-// with 503 (ErrFull). An entry costs about 400 bytes at the longest lease
+// with 503 (ErrFull). An entry costs about 500 bytes at the longest lease
 // name (fence.MaxNameLen), measured by TestMemoryBounded. Entries are made
 // only after the signature is verified, so a client without the key cannot
 // fill it.
