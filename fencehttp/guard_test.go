@@ -219,10 +219,12 @@ func TestGuardStalledStaleRequestCannotOverwrite(t *testing.T) {
 	})
 }
 
-// waitLockWait waits until fence 8's statement on the fence table is on
-// the server (PostgreSQL: waiting for a lock), queued behind fence 7. SQLite has no view of a waiting
-// BEGIN IMMEDIATE; there the test relies on beforeBegin and the order of
-// the results.
+// waitLockWait waits until fence 8's statement on the fence table waits
+// on the server, queued behind fence 7, or done reports fence 8 finished.
+// SQLite has no view of a waiting BEGIN IMMEDIATE, and there every write
+// transaction queues behind any other (fence opens it with one connection
+// and _txlock=immediate), so the test relies on beforeBegin and the order
+// of the results.
 func (e *guardEnv) waitLockWait(done <-chan int) bool {
 	var q string
 	switch e.d {
@@ -232,8 +234,10 @@ func (e *guardEnv) waitLockWait(done <-chan int) bool {
 		// MariaDB 10.11 leaves an INSERT waiting for another transaction's
 		// uncommitted row out of INNODB_TRX (measured: only fence 7's
 		// transaction listed, fence 8's INSERT in PROCESSLIST state
-		// "Update" for 30 s), so look for the statement in flight.
-		q = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND = 'Query' AND INFO LIKE CONCAT('%', ?, '%')"
+		// "Update" for 30 s), so wait for a statement on the fence table
+		// that has run for a second: an unblocked one takes milliseconds,
+		// and if it finishes instead, done reports it.
+		q = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND = 'Query' AND TIME >= 1 AND INFO LIKE CONCAT('%', ?, '%')"
 	default:
 		return true
 	}
