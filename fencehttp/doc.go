@@ -1,0 +1,55 @@
+// Package fencehttp carries a lease's fence across HTTP so that a service
+// you own can refuse a stale holder's request. Without it, a stale worker's
+// call to another service is an unfenced side effect.
+//
+// The holder side signs its token into a Fence-Token header (Sign, or
+// Transport/Client for every request made inside a fence.Run job). The
+// header holds the fence, a digest of the owner and an HMAC-SHA256 over
+// lease, fence and owner under a key the two sides share; the owner token
+// itself is never sent. The receiving side decides which lease guards a
+// request (server configuration or the route, never a client header),
+// verifies the signature for that lease and then checks the fence in one
+// of two ways:
+//
+//   - Guard, for a handler that writes to a database: the write runs in a
+//     transaction that first raises the lease's row in a fence table (as
+//     fence.ExecResource does with a fence_token column) and refuses a
+//     lower fence. The check and the write commit together, across
+//     processes and restarts.
+//   - Memory, for an effect inside one process: a per-lease lock held from
+//     the check until the handler returns. It does not protect an effect
+//     that outlives the handler, nor anything across replicas or restarts.
+//
+// A check that returns before the effect it protects is not a fence: a
+// request that stalls between the two runs after a newer holder's request.
+// Both checkers therefore hold the lease from the check to the end of the
+// effect.
+//
+// Refusals: 428 without a Fence-Token, 400 for a malformed one (a sign,
+// leading zeros, spaces, overflow, a repeated header, missing parts), 403
+// for a signature that does not match, 409 for a stale fence, 503 when the
+// check cannot be made (full memory, database error, request ended while
+// waiting).
+//
+// Holder side:
+//
+//	c := fencehttp.Client(key, nil)
+//	fence.Run(ctx, store, "publisher", func(ctx context.Context) error {
+//		req, _ := http.NewRequestWithContext(ctx, "POST", url, body)
+//		resp, err := c.Do(req) // Fence-Token: 7.<owner id>.<mac>
+//		...
+//	})
+//
+// Receiving side:
+//
+//	v, _ := fencehttp.NewVerifier(key, func(*http.Request) string { return "publisher" })
+//	g, _ := fencehttp.NewGuard(v, db, fence.Postgres, "publish_fences")
+//	g.CreateTable(ctx)
+//	mux.Handle("POST /publish", g.Handler(func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) error {
+//		_, err := tx.ExecContext(r.Context(), `UPDATE feed SET body = $1`, body)
+//		return err // nil commits the write and the fence together
+//	}))
+//
+// The signature proves the fence was issued by a key holder, not that the
+// request is fresh: anyone who reads a request can replay it. Use TLS.
+package fencehttp

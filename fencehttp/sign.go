@@ -1,0 +1,129 @@
+package fencehttp
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/fencekit/fence"
+)
+
+// Header names.
+const (
+	// HeaderFence carries FENCE.OWNER.MAC: the fence in decimal, the owner
+	// id (a digest of the holder's owner token, never the token itself) and
+	// an HMAC-SHA256 over lease, fence and owner id, each part in lower-case
+	// hex. The lease is not sent: the server decides which lease guards a
+	// request, and a token of another lease fails the MAC.
+	HeaderFence          = "Fence-Token"
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// MinKeyLen is the shortest key Sign and NewVerifier accept: 32 bytes, the
+// output size of SHA-256, so the key is not the weak part of the MAC.
+const MinKeyLen = 32
+
+// Sign returns the HeaderFence value for t under key. Only the holder side
+// (whoever acquired the lease) and the receiving service share key; with it,
+// anyone can mint any fence, so keep it as secret as a database password.
+func Sign(key []byte, t fence.Token) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	if err := fence.ValidateName(t.Lease); err != nil {
+		return "", fmt.Errorf("fencehttp: cannot sign: %w", err)
+	}
+	if t.Fence <= 0 || t.Owner == "" {
+		return "", fmt.Errorf("%w: fencehttp: cannot sign token %q: it needs a positive fence and an owner (use the Token of an acquired lease)", fence.ErrInvalid, t.String())
+	}
+	id := ownerID(t.Owner)
+	f := strconv.FormatInt(t.Fence, 10)
+	return f + "." + id + "." + hex.EncodeToString(mac(key, t.Lease, f, id)), nil
+}
+
+func checkKey(key []byte) error {
+	if len(key) < MinKeyLen {
+		return fmt.Errorf("%w: fencehttp: key is %d bytes, want at least %d random bytes (crypto/rand)", fence.ErrInvalid, len(key), MinKeyLen)
+	}
+	return nil
+}
+
+// ownerID stands for the owner token on the wire. The owner token itself
+// can release and renew the lease, so it never leaves the holder; a digest
+// still lets the receiver tell two owners of one fence apart (a fence
+// repeated after a database restore).
+func ownerID(owner string) string {
+	sum := sha256.Sum256([]byte("fencehttp/owner\n" + owner))
+	return hex.EncodeToString(sum[:16])
+}
+
+// mac is HMAC-SHA256 over the three fields. Newlines separate them
+// unambiguously: a lease name cannot contain a control character
+// (fence.ValidateName), and fence and owner id are digits and hex.
+func mac(key []byte, lease, fenceDigits, owner string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("fencehttp/v1\n" + lease + "\n" + fenceDigits + "\n" + owner))
+	return m.Sum(nil)
+}
+
+// Transport signs the fence of the token in each request's context
+// (fence.TokenFrom, as inside a fence.Run job, or WithToken) into the
+// Fence-Token header, and adds an Idempotency-Key derived from the token,
+// method and URL unless the request has one. A request without a token is
+// sent unchanged.
+type Transport struct {
+	// Base is the underlying transport; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Key is the HMAC key shared with the receiving service, at least
+	// MinKeyLen bytes. A request that carries a token fails without it
+	// rather than go out unsigned.
+	Key []byte
+}
+
+type tokenKey struct{}
+
+// WithToken returns ctx carrying t for Transport, outside a fence.Run job.
+func WithToken(ctx context.Context, t fence.Token) context.Context {
+	return context.WithValue(ctx, tokenKey{}, t)
+}
+
+func tokenFrom(ctx context.Context) (fence.Token, bool) {
+	if t, ok := ctx.Value(tokenKey{}).(fence.Token); ok {
+		return t, true
+	}
+	return fence.TokenFrom(ctx)
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	tok, ok := tokenFrom(r.Context())
+	if !ok {
+		return base.RoundTrip(r)
+	}
+	v, err := Sign(t.Key, tok)
+	if err != nil {
+		if r.Body != nil {
+			r.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, err
+	}
+	r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
+	r.Header.Set(HeaderFence, v)
+	if r.Header.Get(HeaderIdempotencyKey) == "" {
+		r.Header.Set(HeaderIdempotencyKey, fence.IdempotencyKey(tok, r.Method, r.URL.String()))
+	}
+	return base.RoundTrip(r)
+}
+
+// Client returns an *http.Client whose Transport signs fences with key.
+func Client(key []byte, base http.RoundTripper) *http.Client {
+	return &http.Client{Transport: &Transport{Base: base, Key: key}}
+}
