@@ -334,8 +334,15 @@ func TestListingsJSON(t *testing.T) {
 		}
 		wantKeys(t, leases[0], "name", "state", "owner", "fence", "expires_at", "expires_in_ms", "acquired_at", "updated_at", "db_now")
 		busy, done := leases[0], leases[1] // ordered by name
-		if busy["name"] != "busy" || busy["state"] != "held" || busy["fence"] != 1.0 || len(busy["owner"].(string)) != 32 {
-			t.Errorf("held lease: %v", busy)
+		// A fence is the database clock in µs: a plain JSON integer, below
+		// 2^53 so that JavaScript and float64 readers get it exactly.
+		busyFence := b.lease(t, "busy").Fence
+		if busy["name"] != "busy" || busy["state"] != "held" || busy["fence"] != float64(busyFence) || busyFence <= 0 ||
+			busyFence >= 1<<53 || len(busy["owner"].(string)) != 32 {
+			t.Errorf("held lease: %v (fence %d)", busy, busyFence)
+		}
+		if !strings.Contains(r.stdout, `"fence": `+strconv.FormatInt(busyFence, 10)+",") {
+			t.Errorf("leases --json should print the fence as a plain integer:\n%s", r.stdout)
 		}
 		if ms, ok := busy["expires_in_ms"].(float64); !ok || ms <= 0 || ms > 20000 {
 			t.Errorf("held lease expires_in_ms: %v", busy["expires_in_ms"])
@@ -376,13 +383,13 @@ func TestListingsJSON(t *testing.T) {
 		// The tables, for people.
 		r = b.fence(t, "leases")
 		if !regexp.MustCompile(`(?m)^NAME +STATE +OWNER +FENCE +EXPIRES IN\n`).MatchString(r.stdout) ||
-			!regexp.MustCompile(`(?m)^busy +held +[0-9a-f]{8} +1 +[0-9.]+s$`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^busy +held +[0-9a-f]{8} +`+strconv.FormatInt(busyFence, 10)+` +[0-9.]+s$`).MatchString(r.stdout) ||
 			strings.Contains(r.stdout, "\x1b") {
 			t.Errorf("leases table:\n%s", r.stdout)
 		}
 		r = b.fence(t, "runs")
 		if !regexp.MustCompile(`(?m)^ID +LEASE +FENCE +STATUS +STARTED +DURATION +EXIT +ERROR\n`).MatchString(r.stdout) ||
-			!regexp.MustCompile(`(?m)^\d+ +busy +1 +running +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
+			!regexp.MustCompile(`(?m)^\d+ +busy +`+strconv.FormatInt(busyFence, 10)+` +running +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
 			t.Errorf("runs table:\n%s", r.stdout)
 		}
 		p.signal(syscall.SIGTERM)
