@@ -245,3 +245,44 @@ func exec(ctx context.Context, s *fence.Store, q string, args ...any) (int64, er
 	}
 	return res.RowsAffected()
 }
+
+// FinishRun retried with the same outcome by a token that still holds the
+// lease (a retry after an answer was lost) is success; a different outcome
+// is still refused. Before, the retry was ErrLost (reason "unknown") while
+// IsHeld said true.
+func TestFinishRunIsIdempotent(t *testing.T) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		tok, err := s.Acquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := 3
+		for _, o := range []fence.Outcome{
+			{Result: map[string]int{"n": 1}},
+			{Err: errors.New("disk full"), ExitCode: &code},
+			{},
+		} {
+			id, err := s.StartRun(ctx, tok.Token, map[string]string{"phase": "start"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := s.FinishRun(ctx, tok.Token, id, o); err != nil {
+					t.Fatalf("finish %d of run %d with %+v: %v", i+1, id, o, err)
+				}
+			}
+			other := fence.Outcome{Err: errors.New("another outcome")}
+			if o.Err != nil {
+				other = fence.Outcome{}
+			}
+			if err := s.FinishRun(ctx, tok.Token, id, other); !errors.Is(err, fence.ErrLost) {
+				t.Fatalf("a different outcome for a finished run: %v; want refused", err)
+			}
+		}
+		if ok, err := s.IsHeld(ctx, tok.Token); !ok || err != nil {
+			t.Fatalf("holder after its completions: %v %v", ok, err)
+		}
+	})
+}
