@@ -209,3 +209,90 @@ func TestAcquireWaitAdoptsItsOwnLostAttempt(t *testing.T) {
 		t.Fatalf("second Acquire: %v", err)
 	}
 }
+
+// finishLost runs the real completion (if commit) and then loses its
+// answer, as when the connection drops after the commit.
+type finishLost struct {
+	driver.Driver
+	commit bool
+}
+
+func (d *finishLost) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool, error) {
+	if d.commit {
+		d.Driver.RunFinish(ctx, p)
+	}
+	return false, errConnReset
+}
+
+func (d *finishLost) IsServerError(err error) bool {
+	return !errors.Is(err, errConnReset) && d.Driver.IsServerError(err)
+}
+
+// A completion whose answer was lost is settled by reading the run: it
+// committed (nil, never "failed" while the database says succeeded), or the
+// run ended otherwise (ErrLost); only a run still running leaves it unknown.
+// Before, every one of them was ErrAmbiguous, which the runner reports as
+// a failed job.
+func TestFinishRunWithLostAnswer(t *testing.T) {
+	ctx := context.Background()
+	s := migratedSQLite(t)
+	real := s.drv
+	tok, err := s.Acquire(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() int64 {
+		id, err := s.StartRun(ctx, tok.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	committed := start()
+	s.drv = &finishLost{Driver: real, commit: true}
+	if err := s.FinishRun(ctx, tok.Token, committed, Outcome{Result: "ok"}); err != nil {
+		t.Fatalf("committed completion with a lost answer: %v", err)
+	}
+	s.drv = real
+	if r, _ := s.GetRun(ctx, committed); r.Status != RunSucceeded {
+		t.Fatalf("run: %+v", r)
+	}
+
+	notSent := start()
+	s.drv = &finishLost{Driver: real}
+	err = s.FinishRun(ctx, tok.Token, notSent, Outcome{})
+	if !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("completion with a lost answer, run still running: %v; want ErrAmbiguous", err)
+	}
+
+	s.drv = real
+	if err := s.MarkRunLost(ctx, notSent, tok.Token.Fence, "worker gave up"); err != nil {
+		t.Fatal(err)
+	}
+	s.drv = &finishLost{Driver: real}
+	err = s.FinishRun(ctx, tok.Token, notSent, Outcome{})
+	if !errors.Is(err, ErrLost) || errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("completion with a lost answer of a run since marked lost: %v; want ErrLost", err)
+	}
+}
+
+// TestRunCompletionUnknown: when the completion's answer is lost and the run
+// cannot be read back as finished, Run reports Unknown, never Failed (the
+// database may say succeeded).
+func TestRunCompletionUnknown(t *testing.T) {
+	ctx := context.Background()
+	s := migratedSQLite(t)
+	real := s.drv
+	r, err := Run(ctx, s, "job:unknown", func(context.Context) error {
+		s.drv = &finishLost{Driver: real} // the completion's answer is lost, nothing committed
+		return nil
+	}, WithTTL(time.Minute))
+	s.drv = real
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != Unknown || !errors.Is(r.Err, ErrAmbiguous) || r.JobErr != nil {
+		t.Fatalf("Run with a lost completion answer: %+v; want Unknown wrapping ErrAmbiguous", r)
+	}
+}

@@ -27,6 +27,10 @@ var (
 
 	// ErrAmbiguous: the connection failed while a write was in flight, so it
 	// may or may not have committed. Find out (Get, IsHeld) before acting.
+	// It is only returned when the statement may have reached the server: a
+	// call whose context had already ended (the error then wraps the
+	// context's cause), a connection that never opened, and a statement or
+	// arguments the server or the client refused are definite failures.
 	ErrAmbiguous = errors.New("fence: outcome unknown")
 
 	// ErrUnavailable: the database could not be reached.

@@ -59,6 +59,9 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 	if err != nil {
 		return 0, err
 	}
+	if err := notSent(ctx, "fenced write", t.Lease); err != nil {
+		return 0, err
+	}
 	res, err := e.ExecContext(ctx, q, all...)
 	if err != nil {
 		return 0, s.wrapWrite("fenced write", t.Lease, err)
@@ -136,13 +139,16 @@ func Rebind(d Dialect, query string) string {
 	return b.String()
 }
 
-// noRows explains a fenced statement that changed nothing.
+// noRows explains a fenced statement that changed nothing, within the
+// caller's deadline (followUp).
 func (s *Store) noRows(ctx context.Context, t Token, op string) error {
-	ok, err := s.drv.LeaseIsHeld(context.WithoutCancel(ctx), tp(t))
+	rctx, cancel := followUp(ctx)
+	defer cancel()
+	ok, err := s.drv.LeaseIsHeld(rctx, tp(t))
 	if err == nil && ok {
 		return fmt.Errorf("%w (lease %q fence %d)", ErrNoMatch, t.Lease, t.Fence)
 	}
-	return s.lost(ctx, t, op)
+	return s.lost(rctx, t, op)
 }
 
 // InTx runs fn in a transaction that first locks the lease row in share mode
@@ -189,6 +195,9 @@ func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) (err er
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
 		return fmt.Errorf("%w: this store has no database/sql handle (it was made by OpenPool): use InPgxTx", ErrInvalid)
+	}
+	if err := notSent(ctx, "begin", ""); err != nil {
+		return err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

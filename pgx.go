@@ -68,6 +68,9 @@ func (s *Store) ExecPgx(ctx context.Context, e PgxExecer, t Token, query string,
 	if err != nil {
 		return 0, err
 	}
+	if err := notSent(ctx, "fenced write", t.Lease); err != nil {
+		return 0, err
+	}
 	tag, err := e.Exec(ctx, q, all...)
 	if err != nil {
 		return 0, s.wrapWrite("fenced write", t.Lease, err)

@@ -30,6 +30,11 @@ const (
 	Lost RunOutcome = "lost"
 	// Rejected: the job finished but its completion was refused as stale.
 	Rejected RunOutcome = "rejected"
+	// Unknown: the job finished, but the answer to its completion was lost
+	// and reading the run back could not settle it: the run may be recorded
+	// as succeeded or failed, or still be running until swept lost. Err
+	// wraps ErrAmbiguous; JobErr is the job's own result.
+	Unknown RunOutcome = "unknown"
 )
 
 // Result says what a Run did.
@@ -397,6 +402,10 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		r.Outcome, r.Err = Rejected, err
 		log.WarnContext(ctx, "fence: completion rejected as stale", "run", id, "err", err)
 		return r
+	case errors.Is(err, ErrAmbiguous):
+		// Not "failed": the database may say succeeded.
+		r.Outcome, r.Err = Unknown, err
+		log.WarnContext(ctx, "fence: completion outcome unknown", "run", id, "err", err)
 	case err != nil:
 		r.Outcome, r.Err = Failed, err
 		log.ErrorContext(ctx, "fence: completion failed", "run", id, "err", err)

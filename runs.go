@@ -82,6 +82,9 @@ func (s *Store) StartRun(ctx context.Context, t Token, detail any) (id int64, er
 	if err != nil {
 		return 0, err
 	}
+	if err := notSent(ctx, "start run", t.Lease); err != nil {
+		return 0, err
+	}
 	id, ok, err := s.drv.RunStart(ctx, driver.StartRunParams{Token: tp(t), Detail: js})
 	if err != nil {
 		return 0, s.wrapWrite("start run", t.Lease, err)
@@ -107,6 +110,13 @@ type Outcome struct {
 // still holds its lease by the database clock. If not, nothing of the
 // outcome is written, the run is marked lost (it is never left looking
 // successful), and the error wraps ErrLost.
+//
+// It is idempotent: called again with the same outcome for a run that
+// already has it (a retry after an answer was lost), it returns nil. When
+// the connection fails before the answer, FinishRun reads the run (within
+// ctx's deadline) and returns nil if the completion is there; only if the
+// run cannot tell (it is still running, or cannot be read) is the error
+// ErrAmbiguous. A run that ended otherwise gives ErrLost.
 func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (err error) {
 	ctx, done := s.observe(ctx, OpFinishRun, t.Lease)
 	defer func() {
@@ -137,27 +147,73 @@ func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (er
 		c := int64(*o.ExitCode)
 		p.ExitCode = &c
 	}
+	if err := notSent(ctx, "finish run", t.Lease); err != nil {
+		return err
+	}
 	ok, err := s.drv.RunFinish(ctx, p)
 	if err != nil {
-		return s.wrapWrite("finish run", t.Lease, err)
+		werr := s.wrapWrite("finish run", t.Lease, err)
+		if !errors.Is(werr, ErrAmbiguous) {
+			return werr
+		}
+		return s.resolveFinish(ctx, t, p, werr)
 	}
 	if ok {
 		return nil
 	}
-	r, found, gerr := s.drv.RunGet(context.WithoutCancel(ctx), id)
+	rctx, cancel := followUp(ctx)
+	defer cancel()
+	r, found, gerr := s.drv.RunGet(rctx, id)
 	switch {
 	case gerr != nil:
 	case !found:
 		return fmt.Errorf("%w: run %d", ErrNotFound, id)
 	case r.Fence != t.Fence || r.Lease != t.Lease:
 		return fmt.Errorf("%w: run %d belongs to lease %q fence %d, not %s", ErrInvalid, id, r.Lease, r.Fence, t)
+	case finishedAs(r, t, p):
+		// Only a fenced completion by this token writes this outcome, so an
+		// earlier call of ours was accepted.
+		return nil
 	case r.Status != driver.RunRunning:
-		le := s.lost(ctx, t, "finish run").(*LostError)
+		le := s.lost(rctx, t, "finish run").(*LostError)
 		return fmt.Errorf("%w (run %d is already %s)", le, id, r.Status)
 	}
-	lerr := s.lost(ctx, t, "finish run")
-	_, _ = s.drv.RunMarkLost(context.WithoutCancel(ctx), id, t.Fence, "completion rejected: "+lerr.Error())
+	lerr := s.lost(rctx, t, "finish run")
+	_, _ = s.drv.RunMarkLost(rctx, id, t.Fence, "completion rejected: "+lerr.Error())
 	return lerr
+}
+
+// resolveFinish settles a completion whose answer was lost by reading the
+// run: the outcome is there (it committed), or the run ended otherwise (it
+// did not, and cannot now). A run still running says nothing: the statement
+// may yet be on its way to the server.
+func (s *Store) resolveFinish(ctx context.Context, t Token, p driver.FinishRunParams, werr error) error {
+	rctx, cancel := followUp(ctx)
+	defer cancel()
+	r, found, gerr := s.drv.RunGet(rctx, p.ID)
+	switch {
+	case gerr != nil || !found || r.Status == driver.RunRunning:
+		return werr
+	case finishedAs(r, t, p):
+		s.log.InfoContext(ctx, "fence: completion outcome resolved: committed", "lease", t.Lease, "run", p.ID)
+		return nil
+	}
+	le := s.lost(rctx, t, "finish run").(*LostError)
+	return fmt.Errorf("%w (run %d is already %s)", le, p.ID, r.Status)
+}
+
+// finishedAs reports whether run r already carries the completion p by t.
+func finishedAs(r driver.Run, t Token, p driver.FinishRunParams) bool {
+	if r.Lease != t.Lease || r.Owner != t.Owner || r.Fence != t.Fence || r.Status != p.Status || r.Error != p.Error {
+		return false
+	}
+	if p.Result != "" && r.Result != p.Result {
+		return false
+	}
+	if (r.ExitCode == nil) != (p.ExitCode == nil) || r.ExitCode != nil && *r.ExitCode != *p.ExitCode {
+		return false
+	}
+	return true
 }
 
 // MarkRunLost marks a still-running run of fence lost with a reason; a stale
@@ -177,6 +233,9 @@ func (s *Store) MarkRunLost(ctx context.Context, id, fence int64, reason string)
 		}
 		done(e)
 	}()
+	if err := notSent(ctx, "mark run lost", ""); err != nil {
+		return err
+	}
 	marked, err = s.drv.RunMarkLost(ctx, id, fence, reason)
 	if err != nil {
 		return s.wrapWrite("mark run lost", "", err)
@@ -201,6 +260,9 @@ func (s *Store) runLease(ctx context.Context, id int64) string {
 // valid (its worker died or was superseded without noticing) and returns how
 // many it marked.
 func (s *Store) SweepRuns(ctx context.Context) (int64, error) {
+	if err := notSent(ctx, "sweep runs", ""); err != nil {
+		return 0, err
+	}
 	n, err := s.drv.RunSweep(ctx)
 	if err != nil {
 		return 0, s.wrapWrite("sweep runs", "", err)

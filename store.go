@@ -3,9 +3,11 @@ package fence
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -241,6 +243,9 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 			return Lease{}, err
 		}
 	}
+	if err := notSent(ctx, "acquire", name); err != nil {
+		return Lease{}, err
+	}
 	began := time.Now()
 	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, TTLMs: ttlMillis(ttl)})
 	if err != nil {
@@ -284,7 +289,7 @@ func (s *Store) resolveAcquire(ctx context.Context, name, owner string, ttl time
 	if !errors.Is(err, ErrAmbiguous) {
 		return Lease{}, err
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, cancel := followUp(ctx)
 	defer cancel()
 	l, ok, gerr := s.drv.LeaseGet(rctx, name)
 	if gerr == nil && ok && l.Owner == owner && l.LeasedUntilMs > l.NowMs {
@@ -356,17 +361,27 @@ func (s *Store) AcquireWait(ctx context.Context, name string, ttl time.Duration)
 		case IsRetryable(err):
 			sleep = backoff
 			backoff = min(backoff*2, s.wait.max)
+		case ctx.Err() != nil:
+			// The deadline cut the attempt short (or it was not sent): the
+			// last ErrHeld is still the answer the caller waited for.
+			return Lease{}, s.gaveUp(ctx, name, err, lastHeld)
 		default:
 			return Lease{}, err
 		}
 		sleep += waitJitter(sleep, s.wait.min)
 		if serr := h.sleep(ctx, s.clock, sleep); serr != nil {
-			if lastHeld != nil && lastHeld != err {
-				return Lease{}, fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w; before it: %w", name, context.Cause(ctx), err, lastHeld)
-			}
-			return Lease{}, fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w", name, context.Cause(ctx), err)
+			return Lease{}, s.gaveUp(ctx, name, err, lastHeld)
 		}
 	}
+}
+
+// gaveUp is AcquireWait's error when ctx ended: the cause, the last
+// attempt's error and, if that was not ErrHeld, the last ErrHeld seen.
+func (s *Store) gaveUp(ctx context.Context, name string, last, lastHeld error) error {
+	if lastHeld != nil && lastHeld != last {
+		return fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w; before it: %w", name, context.Cause(ctx), last, lastHeld)
+	}
+	return fmt.Errorf("fence: gave up waiting for lease %q: %w; last attempt: %w", name, context.Cause(ctx), last)
 }
 
 // Renew extends a held lease to ttl from the database's now. If the token no
@@ -383,6 +398,9 @@ func (s *Store) renew(ctx context.Context, t Token, ttl time.Duration) (time.Tim
 		return time.Time{}, err
 	}
 	if err := ValidateTTL(ttl); err != nil {
+		return time.Time{}, err
+	}
+	if err := notSent(ctx, "renew", t.Lease); err != nil {
 		return time.Time{}, err
 	}
 	r, err := s.drv.LeaseRenew(ctx, tp(t), ttlMillis(ttl))
@@ -441,6 +459,9 @@ func (s *Store) RenewBatch(ctx context.Context, ts []Token, ttl time.Duration) (
 	if len(ts) == 0 {
 		return out, nil
 	}
+	if err := notSent(ctx, "renew batch", ""); err != nil {
+		return nil, err
+	}
 	rs, err := s.drv.LeaseRenewBatch(ctx, ps, ttlMillis(ttl))
 	if err != nil {
 		return nil, s.wrapWrite("renew batch", "", err)
@@ -460,6 +481,9 @@ func (s *Store) Release(ctx context.Context, t Token) (err error) {
 	ctx, done := s.observe(ctx, OpRelease, t.Lease)
 	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	if err := validateToken(t); err != nil {
+		return err
+	}
+	if err := notSent(ctx, "release", t.Lease); err != nil {
 		return err
 	}
 	ok, err := s.drv.LeaseRelease(ctx, tp(t))
@@ -586,6 +610,9 @@ func (s *Store) Revoke(ctx context.Context, name string) (fence int64, err error
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}
+	if err := notSent(ctx, "revoke", name); err != nil {
+		return 0, err
+	}
 	f, ok, err := s.drv.LeaseRevoke(ctx, name)
 	if err != nil {
 		return 0, s.wrapWrite("revoke", name, err)
@@ -611,7 +638,9 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // database can give now; the refusal itself was decided atomically.
 func (s *Store) lost(ctx context.Context, t Token, op string) error {
 	e := &LostError{Lease: t.Lease, Fence: t.Fence, Reason: LostUnknown, Op: op}
-	l, ok, err := s.drv.LeaseGet(context.WithoutCancel(ctx), t.Lease)
+	rctx, cancel := followUp(ctx)
+	defer cancel()
+	l, ok, err := s.drv.LeaseGet(rctx, t.Lease)
 	switch {
 	case err != nil:
 	case !ok:
@@ -638,10 +667,15 @@ func (s *Store) wrap(op, lease string, err error) error {
 	return &dbError{op: op, lease: lease, err: err, retryable: s.drv.IsRetryable(err)}
 }
 
-// wrapWrite wraps a database error of a write: unless the database itself
-// rejected the statement, the write may have committed before the connection
-// failed, so the outcome is reported as unknown.
+// wrapWrite wraps a database error of a write: unless the statement
+// certainly did not take effect (the database rejected it, or it was never
+// sent), the write may have committed before the connection failed, so the
+// outcome is reported as unknown.
 func (s *Store) wrapWrite(op, lease string, err error) error {
+	var ns *notSentError
+	if errors.As(err, &ns) {
+		return err
+	}
 	w := s.wrap(op, lease, err)
 	if s.definite(err) {
 		return w
@@ -649,11 +683,78 @@ func (s *Store) wrapWrite(op, lease string, err error) error {
 	return &AmbiguousError{Op: op, Lease: lease, Err: w}
 }
 
-// definite reports whether err is an answer from the database that the
-// statement did not commit (a server-side error), rather than a failure
-// somewhere between us and the commit.
+// definite reports whether err says that the statement did not commit: the
+// database's own error answer, a connection that was never made, or a
+// failure the client found before sending (database/sql's ErrBadConn, which
+// a driver may only return when the server cannot have run the statement,
+// and database/sql's own argument checks). Anything else, a failure between
+// us and the commit, leaves the outcome unknown.
 func (s *Store) definite(err error) bool {
-	return s.drv.IsServerError(err)
+	return s.drv.IsServerError(err) || errors.Is(err, sqldriver.ErrBadConn) || clientArgError(err)
+}
+
+// clientArgError reports database/sql's refusals of the arguments, which it
+// makes before the statement is executed (fmt errors, so only their text
+// tells them apart: convert.go's "sql: expected %d arguments, got %d" and
+// "sql: converting argument …").
+func clientArgError(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		msg := e.Error()
+		if strings.HasPrefix(msg, "sql: expected ") && strings.Contains(msg, " arguments, got ") ||
+			strings.HasPrefix(msg, "sql: converting argument ") {
+			return true
+		}
+	}
+	return false
+}
+
+// notSent refuses to start a write whose context has already ended: nothing
+// is sent, so the failure is definite, and it wraps the context's cause (a
+// job cancelled by the runner because its lease was lost gets ErrLost).
+// database/sql returns the bare context error both when it never sent the
+// statement and when the context ended while waiting for the reply, so only
+// a check before the call can tell the two apart.
+func notSent(ctx context.Context, op, lease string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return &notSentError{op: op, lease: lease, cause: context.Cause(ctx), err: ctx.Err()}
+}
+
+// notSentError is a write that was not attempted because its context had
+// ended. It is not retryable: the caller's context is over.
+type notSentError struct {
+	op, lease  string
+	cause, err error
+}
+
+func (e *notSentError) Error() string {
+	if e.lease != "" {
+		return fmt.Sprintf("fence: %s %q not sent, its context had ended: %v", e.op, e.lease, e.cause)
+	}
+	return fmt.Sprintf("fence: %s not sent, its context had ended: %v", e.op, e.cause)
+}
+
+// Unwrap gives both the cause and the context's own error, so errors.Is
+// finds context.Canceled (or DeadlineExceeded) and, say, ErrLost.
+func (e *notSentError) Unwrap() []error { return []error{e.cause, e.err} }
+
+// Follow-up reads explain or settle a write's answer (why a token was
+// refused, whether an unanswered acquire or completion committed). They
+// run within the caller's deadline, at most followUpMax; when the caller's
+// context has already ended they get followUpGrace, detached, so a refusal
+// that arrived just in time is still explained. Without a bound a read on a
+// black-holed connection kept a call with a 2 s deadline for 20 s.
+const (
+	followUpMax   = 2 * time.Second
+	followUpGrace = 250 * time.Millisecond
+)
+
+func followUp(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return context.WithTimeout(context.WithoutCancel(ctx), followUpGrace)
+	}
+	return context.WithTimeout(ctx, followUpMax)
 }
 
 func tp(t Token) driver.TokenParams {

@@ -64,13 +64,20 @@ func (d *Driver) IsRetryable(err error) bool {
 // was the COMMIT, did not take effect. Anything else (a broken connection, a
 // timeout, a cancelled context) may have struck after the commit, and so may
 // an error of a read that follows a committed write in the same call.
+//
+// A connection that was never made (refused, DNS, a dial timeout: the
+// net.OpError of the dial) is definite too: no statement was sent on it.
 func (d *Driver) IsServerError(err error) bool {
 	var we *afterWriteError
 	if errors.As(err, &we) {
 		return false
 	}
 	var me *gomysql.MySQLError
-	return errors.As(err, &me)
+	if errors.As(err, &me) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // afterWriteError is an error that struck after a statement of the same call

@@ -148,7 +148,8 @@ func TestIsRetryable(t *testing.T) {
 		{sql.ErrConnDone, true, false},
 		{io.ErrUnexpectedEOF, true, false},
 		{opErr, true, false},
-		{fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true, false},
+		// A connection that was never made sent nothing: definite.
+		{fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), true, true},
 		{context.Canceled, false, false},
 		{context.DeadlineExceeded, false, false},
 		{sql.ErrNoRows, false, false},

@@ -3,6 +3,8 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -238,5 +240,246 @@ func waitConn(t testing.TB, db *sql.DB, id int64) {
 			t.Fatalf("connection %d never ran its statement", id)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sweepRounds is how many rounds TestSweepWaitsForRenewalInFlight runs per
+// isolation level: 3 by default, FENCE_SWEEP_ROUNDS to run more by hand.
+func sweepRounds(t *testing.T) int {
+	if v := os.Getenv("FENCE_SWEEP_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("FENCE_SWEEP_ROUNDS=%q: want a positive integer", v)
+		}
+		return n
+	}
+	return 3
+}
+
+// A renewal that the server evaluated while the lease was valid, but whose
+// commit is not yet visible, keeps the generation valid: the sweep must not
+// mark its run lost from a row version older than the renewal. The renewal's
+// statement (lease_renew.sql) runs in a transaction that commits only after
+// the lease's old expiry has passed and the sweep, on a session at the given
+// isolation level, has started; that is a renewal whose commit was delayed
+// (a slow fsync, a stalled network) at the worst moment. Under READ
+// COMMITTED the old sweep read the lease rows as a snapshot, judged the run
+// lost, and the holder's completion was then refused while IsHeld was true.
+func TestSweepWaitsForRenewalInFlight(t *testing.T) {
+	for _, iso := range isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			d := newDriver(t, viaOpen)
+			w, err := New(sessionPool(t, iso), d.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wconn int64
+			if err := w.db.QueryRowContext(ctxT(t), "SELECT CONNECTION_ID()").Scan(&wconn); err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			rounds := sweepRounds(t)
+			for i := range rounds {
+				if sweepRound(t, d, w, wconn, "job"+strconv.Itoa(i)) {
+					failed++
+				}
+			}
+			t.Logf("%s: the sweep marked a live run lost in %d of %d rounds", iso, failed, rounds)
+			if failed > 0 {
+				t.Errorf("%s: the sweep marked a live run lost in %d of %d rounds", iso, failed, rounds)
+			}
+		})
+	}
+}
+
+// sweepRound runs one round and reports whether the sweep marked the live
+// run lost.
+func sweepRound(t *testing.T, d, w *Driver, wconn int64, name string) bool {
+	t.Helper()
+	ctx := ctxT(t)
+	// The renewal must reach the server within the TTL; on a loaded machine
+	// the TTL grows until it does.
+	for ttl := int64(500); ; ttl *= 2 {
+		if ttl > 60_000 {
+			t.Fatal("the renewal never reached the server within the lease's TTL")
+		}
+		a := mustAcquire(t, d, name, "A", ttl)
+		runID, ok, err := d.RunStart(ctx, driver.StartRunParams{Token: a})
+		if err != nil || !ok {
+			if err == nil && !ok {
+				continue // lapsed before its start: try a longer TTL
+			}
+			t.Fatalf("run start: %v %v", ok, err)
+		}
+		before, _, err := d.LeaseGet(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldUntil := before.LeasedUntilMs
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tx.ExecContext(ctx, d.q["lease_renew"], int64(60_000), a.Name, a.Owner, a.Fence)
+		n, err := affected(res, err)
+		if err != nil {
+			tx.Rollback()
+			t.Fatal(err)
+		}
+		if n == 0 {
+			tx.Rollback()
+			if _, err := d.RunMarkLost(ctx, runID, a.Fence, "test: renewal too late"); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		// Wait until the old expiry has passed by the database clock.
+		for {
+			now, err := d.Now(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now > oldUntil+5 {
+				break
+			}
+			time.Sleep(time.Duration(oldUntil+5-now) * time.Millisecond)
+		}
+		type result struct {
+			n   int64
+			err error
+		}
+		swept := make(chan result, 1)
+		go func() {
+			n, err := w.RunSweep(ctx)
+			swept <- result{n, err}
+		}()
+		// The sweep is under way (or done) before the renewal commits.
+		var r result
+		got := false
+		for deadline := time.Now().Add(20 * time.Second); !got; {
+			select {
+			case r = <-swept:
+				got = true
+				continue
+			case <-time.After(10 * time.Millisecond):
+			}
+			var blocked int
+			if err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", wconn).Scan(&blocked); err != nil {
+				t.Fatal(err)
+			}
+			if blocked > 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if !got {
+			r = <-swept
+		}
+		if r.err != nil {
+			t.Fatalf("sweep: %v", r.err)
+		}
+		held, err := d.LeaseIsHeld(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			t.Fatal("the renewal committed but the lease is not held")
+		}
+		run, _, err := d.RunGet(ctx, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finished, err := d.RunFinish(ctx, driver.FinishRunParams{ID: runID, Token: a, Status: driver.RunSucceeded})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := r.n > 0 || run.Status != driver.RunRunning || !finished
+		if lost {
+			t.Logf("round %s: sweep marked %d, run %s, holder's completion accepted %v, IsHeld %v", name, r.n, run.Status, finished, held)
+		}
+		return lost
+	}
+}
+
+// The sweep locks run rows and then lease rows, a start locks the lease row
+// and then run rows: the two can deadlock, and the driver retries the
+// victim (none were in the runs so far). Sweeps racing starts, completions and renewals of the same leases
+// at both isolation levels must all succeed (no deadlock surfaces, no lock
+// wait timeout) and mark no run of a generation that stays valid.
+func TestSweepConcurrentWithLedger(t *testing.T) {
+	for _, iso := range isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			d := newDriver(t, viaOpen)
+			w, err := New(sessionPool(t, iso), d.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t)
+			const names, rounds = 4, 40
+			toks := make([]driver.TokenParams, names)
+			for i := range toks {
+				toks[i] = mustAcquire(t, d, "job"+strconv.Itoa(i), "A"+strconv.Itoa(i), 120_000)
+			}
+			before := deadlocks.Load()
+			stop := make(chan struct{})
+			sweepErr := make(chan error, 1)
+			go func() {
+				var marked int64
+				for {
+					select {
+					case <-stop:
+						if marked > 0 {
+							sweepErr <- errors.New("the sweep marked " + strconv.FormatInt(marked, 10) + " runs of valid generations lost")
+							return
+						}
+						sweepErr <- nil
+						return
+					default:
+					}
+					n, err := w.RunSweep(ctx)
+					if err != nil {
+						sweepErr <- err
+						return
+					}
+					marked += n
+				}
+			}()
+			var wg sync.WaitGroup
+			errs := make(chan error, names)
+			for _, tok := range toks {
+				wg.Go(func() {
+					for range rounds {
+						id, ok, err := d.RunStart(ctx, driver.StartRunParams{Token: tok})
+						if err != nil || !ok {
+							errs <- errors.Join(err, errors.New("start refused"))
+							return
+						}
+						if _, err := d.LeaseRenew(ctx, tok, 120_000); err != nil {
+							errs <- err
+							return
+						}
+						ok, err = d.RunFinish(ctx, driver.FinishRunParams{ID: id, Token: tok, Status: driver.RunSucceeded})
+						if err != nil || !ok {
+							errs <- errors.Join(err, errors.New("completion refused"))
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(stop)
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if err := <-sweepErr; err != nil {
+				t.Error(err)
+			}
+			t.Logf("%s: %d deadlock victims retried", iso, deadlocks.Load()-before)
+		})
 	}
 }

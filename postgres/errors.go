@@ -67,16 +67,23 @@ func retryableCode(code string) bool {
 
 // IsServerError reports whether err is a definite refusal: the server
 // answered the statement with an error (so an autocommit statement did not
-// commit), or the statement was never sent (no connection could be made, or
-// pgx says so). Any other failure of a
-// write, such as a connection lost while waiting for the reply, leaves its
-// outcome unknown. The root package looks for this method to tell the two
-// apart.
+// commit), or the statement was never sent: no connection could be made
+// (refused, DNS, or the server's FATAL answer to the startup, such as 53300
+// too many clients: a ConnectError, judged before the FATAL test below), pgx
+// says so (SafeToRetry), or pgx refused the arguments before executing.
+// Any other failure of a write, such as a connection lost while waiting for
+// the reply, leaves its outcome unknown. The root package looks for this
+// method to tell the two apart.
 //
-// A FATAL or PANIC error is not definite: the server is ending the session,
-// and it can do so after the commit (a synchronous-replication wait cut short
-// by a shutdown reports "the transaction has already committed locally").
+// A FATAL or PANIC error on an open session is not definite: the server is
+// ending the session, and it can do so after the commit (a
+// synchronous-replication wait cut short by a shutdown reports "the
+// transaction has already committed locally").
 func (d *Driver) IsServerError(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		sev := pgErr.SeverityUnlocalized
@@ -85,6 +92,20 @@ func (d *Driver) IsServerError(err error) bool {
 		}
 		return sev == "ERROR"
 	}
-	var connectErr *pgconn.ConnectError
-	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err)
+	return pgconn.SafeToRetry(err) || argError(err)
+}
+
+// argError reports pgx's refusals of a statement's arguments, made after
+// the statement was described and before it was executed. pgx returns them
+// as fmt errors (extended_query_builder.go, conn.go), so only their text
+// tells them apart.
+func argError(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		msg := e.Error()
+		if msg == "mismatched param and argument count" || strings.HasPrefix(msg, "failed to encode args[") ||
+			strings.HasPrefix(msg, "expected ") && strings.Contains(msg, " arguments, got ") {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,288 @@
+package fence_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/internal/teststore"
+	"github.com/fencekit/fence/mysql"
+	"github.com/fencekit/fence/postgres"
+)
+
+// ErrAmbiguous means "the statement may have reached the server". A call
+// whose context had already ended sends nothing: its error is definite, and
+// wraps the context's cause, so a worker resuming from a pause whose job
+// context the runner cancelled with ErrLost hears ErrLost. (Before, every
+// one of these was "outcome unknown".)
+func TestEndedContextIsDefinite(t *testing.T) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		tok, err := s.Acquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := s.StartRun(ctx, tok.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := s.Prefix() + "work"
+		if _, err := exec(ctx, s, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := exec(ctx, s, "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
+			t.Fatal(err)
+		}
+		lostCause := &fence.LostError{Lease: "job", Fence: tok.Token.Fence, Reason: fence.LostSuperseded, Op: "renew"}
+		dead, cancel := context.WithCancelCause(ctx)
+		cancel(lostCause)
+		expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		defer cancel2()
+		calls := map[string]func(ctx context.Context) error{
+			"acquire": func(ctx context.Context) error { _, err := s.Acquire(ctx, "other", time.Minute); return err },
+			"renew":   func(ctx context.Context) error { _, err := s.Renew(ctx, tok.Token, time.Minute); return err },
+			"renew batch": func(ctx context.Context) error {
+				_, err := s.RenewBatch(ctx, []fence.Token{tok.Token}, time.Minute)
+				return err
+			},
+			"release": func(ctx context.Context) error { return s.Release(ctx, tok.Token) },
+			"revoke":  func(ctx context.Context) error { _, err := s.Revoke(ctx, "job"); return err },
+			"write": func(ctx context.Context) error {
+				_, err := s.Exec(ctx, tok.Token, s.Rebind("UPDATE "+table+" SET v = v + 1 WHERE id = ? AND {{fence}}"), 1)
+				return err
+			},
+			"start run":  func(ctx context.Context) error { _, err := s.StartRun(ctx, tok.Token, nil); return err },
+			"finish run": func(ctx context.Context) error { return s.FinishRun(ctx, tok.Token, id, fence.Outcome{}) },
+			"mark lost":  func(ctx context.Context) error { return s.MarkRunLost(ctx, id, tok.Token.Fence, "x") },
+			"sweep":      func(ctx context.Context) error { _, err := s.SweepRuns(ctx); return err },
+		}
+		for name, call := range calls {
+			err := call(dead)
+			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrLost) || !errors.Is(err, context.Canceled) {
+				t.Errorf("%s with a context cancelled (cause ErrLost) before the call: %v; want a definite error wrapping ErrLost and context.Canceled", name, err)
+			}
+			err = call(expired)
+			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s with a context expired before the call: %v; want a definite error wrapping context.DeadlineExceeded", name, err)
+			}
+		}
+		// Nothing was written by any of them.
+		if ok, err := s.IsHeld(ctx, tok.Token); err != nil || !ok {
+			t.Fatalf("the holder lost its lease to calls that were never sent: %v %v", ok, err)
+		}
+		if r, err := s.GetRun(ctx, id); err != nil || r.Status != fence.RunRunning {
+			t.Fatalf("run after calls that were never sent: %+v %v", r, err)
+		}
+	})
+}
+
+// A statement the server refuses (a syntax error) and one whose arguments
+// the client refuses never committed: definite, on every database.
+func TestRefusedStatementIsDefinite(t *testing.T) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		tok, err := s.Acquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := s.Prefix() + "work"
+		if _, err := exec(ctx, s, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Exec(ctx, tok.Token, "UPDATE "+table+" SET v = WHERE {{fence}}")
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) {
+			t.Errorf("syntax error: %v; want a definite error", err)
+		}
+		// One argument short.
+		_, err = s.Exec(ctx, tok.Token, s.Rebind("UPDATE "+table+" SET v = ? WHERE id = ? AND {{fence}}"), 1)
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) {
+			t.Errorf("an argument short: %v; want a definite error", err)
+		}
+		// An argument database/sql or pgx cannot convert.
+		_, err = s.Exec(ctx, tok.Token, s.Rebind("UPDATE "+table+" SET v = ? WHERE id = 1 AND {{fence}}"), make(chan int))
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) {
+			t.Errorf("an argument that cannot be sent: %v; want a definite error", err)
+		}
+	})
+}
+
+// A connection that never opened sent nothing: refused, an unknown host, and
+// on PostgreSQL a role past its CONNECTION LIMIT (SQLSTATE 53300, a FATAL
+// answer to the startup, which was "outcome unknown").
+func TestNeverConnectedIsDefinite(t *testing.T) {
+	closed := closedPort(t)
+	for _, db := range []struct {
+		name string
+		dsn  string
+		open func(string) (*sql.DB, error)
+	}{
+		{"postgres", testdb.PostgresDSN(), postgres.Open},
+		{"mysql", testdb.MySQLDSN(), mysql.Open},
+	} {
+		for _, host := range []string{closed, "fence-test-no-such-host.invalid:5432"} {
+			t.Run(db.name+"/"+host, func(t *testing.T) {
+				t.Parallel()
+				u, err := url.Parse(db.dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.Host = host
+				s := openUnpinged(t, u.String(), db.open)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				_, err = s.Acquire(ctx, "job", time.Minute)
+				if err == nil || errors.Is(err, fence.ErrAmbiguous) {
+					t.Fatalf("acquire over %s: %v; want a definite error", host, err)
+				}
+				if _, err := s.Revoke(ctx, "job"); err == nil || errors.Is(err, fence.ErrAmbiguous) {
+					t.Fatalf("revoke over %s: %v; want a definite error", host, err)
+				}
+			})
+		}
+	}
+	t.Run("postgres/connection-limit", func(t *testing.T) {
+		t.Parallel()
+		admin := teststore.Postgres.Open(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		role := "fence_limit_" + randHex(t)
+		if _, err := admin.DB().ExecContext(ctx, "CREATE ROLE "+role+" LOGIN CONNECTION LIMIT 1"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// The role's own connections must be gone before DROP ROLE.
+			admin.DB().ExecContext(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+			for i := 0; i < 100; i++ {
+				if _, err := admin.DB().ExecContext(ctx, "DROP ROLE IF EXISTS "+role); err == nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Errorf("could not drop role %s", role)
+		})
+		u, err := url.Parse(testdb.PostgresDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.User(role)
+		first := openUnpinged(t, u.String(), postgres.Open)
+		if err := first.DB().PingContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		first.DB().SetMaxOpenConns(1)
+		second := openUnpinged(t, u.String(), postgres.Open)
+		_, err = second.Acquire(ctx, "job", time.Minute)
+		if err == nil || !strings.Contains(err.Error(), "53300") && !strings.Contains(err.Error(), "too many connections") {
+			t.Fatalf("acquire past the role's connection limit: %v; want SQLSTATE 53300", err)
+		}
+		if errors.Is(err, fence.ErrAmbiguous) {
+			t.Fatalf("acquire past the role's connection limit: %v; want a definite error", err)
+		}
+	})
+}
+
+// openUnpinged is a store over a handle that was never pinged (fence.Open
+// would refuse an unreachable database before any call).
+func openUnpinged(t *testing.T, dsn string, open func(string) (*sql.DB, error)) *fence.Store {
+	t.Helper()
+	h, err := open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	d, err := fence.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fence.OpenDB(h, d.Dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// closedPort is host:port of a port nothing listens on.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func randHex(t *testing.T) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// exec runs the test's own SQL on the store's handle, database/sql or pgx.
+func exec(ctx context.Context, s *fence.Store, q string, args ...any) (int64, error) {
+	if p := s.Pool(); p != nil {
+		tag, err := p.Exec(ctx, q, args...)
+		return tag.RowsAffected(), err
+	}
+	res, err := s.DB().ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// FinishRun retried with the same outcome by a token that still holds the
+// lease (a retry after an answer was lost) is success; a different outcome
+// is still refused. Before, the retry was ErrLost (reason "unknown") while
+// IsHeld said true.
+func TestFinishRunIsIdempotent(t *testing.T) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		tok, err := s.Acquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := 3
+		for _, o := range []fence.Outcome{
+			{Result: map[string]int{"n": 1}},
+			{Err: errors.New("disk full"), ExitCode: &code},
+			{},
+		} {
+			id, err := s.StartRun(ctx, tok.Token, map[string]string{"phase": "start"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := s.FinishRun(ctx, tok.Token, id, o); err != nil {
+					t.Fatalf("finish %d of run %d with %+v: %v", i+1, id, o, err)
+				}
+			}
+			other := fence.Outcome{Err: errors.New("another outcome")}
+			if o.Err != nil {
+				other = fence.Outcome{}
+			}
+			if err := s.FinishRun(ctx, tok.Token, id, other); !errors.Is(err, fence.ErrLost) {
+				t.Fatalf("a different outcome for a finished run: %v; want refused", err)
+			}
+		}
+		if ok, err := s.IsHeld(ctx, tok.Token); !ok || err != nil {
+			t.Fatalf("holder after its completions: %v %v", ok, err)
+		}
+	})
+}
