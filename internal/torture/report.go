@@ -106,24 +106,24 @@ func (s *stats) error(err error) {
 
 // Result is the outcome of a run.
 type Result struct {
-	DSN        string
-	Dialect    string
-	Seed       uint64
-	Unsafe     bool
-	Pgx        bool
-	Clients    int
-	Leases     int
-	Faults     string
-	Elapsed    time.Duration
-	Ops        int64
-	Ambiguous  int64
-	Windows    int64
-	Checked    int
-	MaxCheck   time.Duration
-	ByKind     map[string]int64
-	ByResult   map[string]int64
-	ByAPI      map[string]int64
-	ByShape    map[string]int64
+	DSN       string
+	Dialect   string
+	Seed      uint64
+	Unsafe    bool
+	Pgx       bool
+	Clients   int
+	Leases    int
+	Faults    string
+	Elapsed   time.Duration
+	Ops       int64
+	Ambiguous int64
+	Windows   int64
+	Checked   int
+	MaxCheck  time.Duration
+	ByKind    map[string]int64
+	ByResult  map[string]int64
+	ByAPI     map[string]int64
+	ByShape   map[string]int64
 	// ShapesSkipped: write shapes this server refused, and why.
 	ShapesSkipped map[string]string
 	OldFenceRule  bool
@@ -131,9 +131,9 @@ type Result struct {
 	// fences seen, writes accepted, and writes refused for carrying a fence
 	// below the highest one written.
 	ExtFences, ExtAccepted, ExtRefused int64
-	FaultCount map[string]int64
-	BySkew     [2]map[string]int64
-	ErrClasses map[string]int64
+	FaultCount                         map[string]int64
+	BySkew                             [2]map[string]int64
+	ErrClasses                         map[string]int64
 	// AcqFailed counts acquires reported as definite failures, by error
 	// class: what strict mode (the default) takes at its word.
 	AcqFailed    map[string]int64

@@ -35,7 +35,7 @@ type op struct {
 	Call   int64   `json:"call_ns"`
 	Return int64   `json:"return_ns"`
 	Err    string  `json:"err,omitempty"`
-	API    string  `json:"api,omitempty"` // write ops: the fence API that made the write
+	API    string  `json:"api,omitempty"`   // write ops: the fence API that made the write
 	Shape  string  `json:"shape,omitempty"` // single-statement writes: the SQL shape (shapes.go)
 	// Attempts are the Acquire calls an AcquireWait made (seen through a
 	// fence.Observer), when Observed: each may have committed a generation
