@@ -43,15 +43,16 @@ type rollbackPlan struct {
 	atMs  int64
 }
 
-// nextSnapshot decides the next window's snapshot: ok is false for none.
-// Half the snapshots are taken in the window's last 150 ms, so that the
+// nextSnapshot decides the next window's snapshot: ok is false when one
+// is already waiting for its restore. Every other window takes one, so a
+// run of a few windows has rollbacks whatever the seed. Half the snapshots are taken in the window's last 150 ms, so that the
 // restore (at the barrier right after) often brings back a generation still
 // valid by the database clock, whose holder's token then works again; the
 // rest anywhere in the window, whose generations have mostly lapsed by then.
 func (r *rollbackPlan) nextSnapshot(window time.Duration) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.taken || r.rng.IntN(2) == 0 {
+	if r.taken {
 		return 0, false
 	}
 	if r.rng.IntN(2) == 0 {
