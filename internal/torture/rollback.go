@@ -41,6 +41,8 @@ type rollbackPlan struct {
 	// database time it was taken at.
 	taken bool
 	atMs  int64
+	// waited counts the barriers the snapshot has waited at.
+	waited int
 }
 
 // nextSnapshot decides the next window's snapshot: ok is false when one
@@ -63,7 +65,8 @@ func (r *rollbackPlan) nextSnapshot(window time.Duration) (time.Duration, bool) 
 }
 
 // restoreDue reports whether this barrier restores the snapshot (most soon
-// after it was taken, some windows later: an older dump), and if so
+// after it was taken, some windows later: an older dump; never more than
+// three, so every run of four windows or more has a rollback), and if so
 // whether the restore shifts the held leases' expiry forward (shift) and
 // the database time the snapshot was taken at.
 //
@@ -78,7 +81,11 @@ func (r *rollbackPlan) nextSnapshot(window time.Duration) (time.Duration, bool) 
 func (r *rollbackPlan) restoreDue() (due, shift bool, atMs int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.taken || r.rng.IntN(10) >= 6 {
+	if !r.taken {
+		return false, false, 0
+	}
+	r.waited++
+	if r.rng.IntN(10) >= 6 && r.waited < 3 {
 		return false, false, 0
 	}
 	return true, r.rng.IntN(2) == 0, r.atMs
@@ -86,7 +93,7 @@ func (r *rollbackPlan) restoreDue() (due, shift bool, atMs int64) {
 
 func (r *rollbackPlan) setTaken(v bool, atMs int64) {
 	r.mu.Lock()
-	r.taken, r.atMs = v, atMs
+	r.taken, r.atMs, r.waited = v, atMs, 0
 	r.mu.Unlock()
 }
 

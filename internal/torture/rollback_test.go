@@ -174,7 +174,7 @@ func TestRollbackRestore(t *testing.T) {
 func TestTortureRollbackControl(t *testing.T) {
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	faults, _ := ParseFaults("pause,skew,cancel,rollback")
-	cfg := Config{DSN: testdb.PostgresDSN(), Clients: 8, Leases: 3, Duration: max(duration(t), 6*time.Second), Window: time.Second,
+	cfg := Config{DSN: testdb.PostgresDSN(), Clients: 8, Leases: 3, Duration: max(duration(t), 8*time.Second), Window: time.Second,
 		Faults: faults, Seed: uint64(time.Now().UnixNano()), Out: t.TempDir(), OldFenceRule: true, CheckTimeout: 3 * time.Second}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
