@@ -326,11 +326,12 @@ func TestRevoke(t *testing.T) {
 		t.Error("revoked token renewed")
 	}
 	// The revoked generation's number is never handed out.
-	if f2, _, _ := d.LeaseRevoke(ctx, "job"); f2 != f+1 {
-		t.Errorf("second revoke = %d", f2)
+	f2, _, _ := d.LeaseRevoke(ctx, "job")
+	if f2 <= f {
+		t.Errorf("second revoke = %d after %d", f2, f)
 	}
-	if t2 := mustAcquire(t, d, "job"); t2.Fence != f+2 {
-		t.Errorf("acquire after revokes = %d, want %d", t2.Fence, f+2)
+	if t2 := mustAcquire(t, d, "job"); t2.Fence <= f2 {
+		t.Errorf("acquire after revokes = %d, want above %d", t2.Fence, f2)
 	}
 }
 
