@@ -85,15 +85,10 @@ func expectClean(t *testing.T, r *Result) {
 func TestTortureSQLite(t *testing.T) {
 	r := runTorture(t, "sqlite:"+filepath.Join(t.TempDir(), "torture.db"), false, duration(t))
 	expectClean(t, r)
-	// SQLite accepts every shape, and its runs are fast enough that each
-	// is answered (ok, or refused by the fence) within seconds.
+	// Every shape on every database, committed and refused, is
+	// TestShapes; a short run on a loaded machine may draw few of them.
 	if len(r.ShapesSkipped) > 0 {
 		t.Errorf("shapes left out on SQLite: %v", r.ShapesSkipped)
-	}
-	for _, sh := range append([]string{shapePlain}, allShapes...) {
-		if r.ByShape[sh+" ok"]+r.ByShape[sh+" refused"] == 0 {
-			t.Errorf("no write of shape %s was answered (writes by shape: %v)", sh, r.ByShape)
-		}
 	}
 	if r.Windows >= 4 && r.FaultCount[FaultRollback] == 0 {
 		t.Errorf("the rollback fault was on for %d windows and never injected (seed %d)", r.Windows, r.Seed)
