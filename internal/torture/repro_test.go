@@ -164,7 +164,12 @@ func acquireWaitOrphanAttempt(t *testing.T, dsn string) {
 	}()
 	var attempts []attempt
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, attemptsKey{}, &attempts), 5*time.Second)
-	l, err := s.AcquireWait(actx, "r", 500*time.Millisecond)
+	// The orphan's lease runs from its statement's start, and it waits on
+	// the lock for most of a second before it commits: with a TTL shorter
+	// than that wait it can lapse before the next attempt looks (seen on
+	// MariaDB under load: two generations, the orphan never adopted), and
+	// the test would measure the machine, not the adoption.
+	l, err := s.AcquireWait(actx, "r", 2*time.Second)
 	cancel()
 	if cerr := <-done; cerr != nil {
 		t.Fatal(cerr)
