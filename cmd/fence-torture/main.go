@@ -8,6 +8,7 @@
 //	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --duration 60s --faults all
 //	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --pgx --duration 60s   # pgx-native stores
 //	go run ./cmd/fence-torture --unsafe --duration 10s   # the control: must report violations
+//	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --old-fence-rule --faults rollback --duration 10s   # must report fences reused
 package main
 
 import (
@@ -35,7 +36,7 @@ func run() int {
 	flag.IntVar(&cfg.Leases, "leases", 3, "lease names, each with a protected row")
 	flag.DurationVar(&cfg.Duration, "duration", 0, "how long to run (0: until --ops)")
 	flag.Int64Var(&cfg.Ops, "ops", 0, "stop after this many operations (0: until --duration)")
-	flag.StringVar(&faults, "faults", faults, "faults to inject: all, none, or a list of pause,proxy,restart,skew,cancel (all leaves out proxy on SQLite)")
+	flag.StringVar(&faults, "faults", faults, "faults to inject: all, none, or a list of pause,proxy,restart,skew,cancel,rollback (all leaves out proxy on SQLite)")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "schedule seed (0: pick one and print it)")
 	flag.StringVar(&cfg.Out, "out", "", "directory for failing windows' histories and porcupine's HTML visualisation")
 	flag.BoolVar(&cfg.Unsafe, "unsafe", false, "control: check with IsHeld in Go, then write without the fence; must report violations")
@@ -45,6 +46,7 @@ func run() int {
 	flag.DurationVar(&cfg.CheckTimeout, "check-timeout", 60*time.Second, "porcupine's budget per window and lease (running out is reported as unknown)")
 	flag.BoolVar(&cfg.Pgx, "pgx", false, "PostgreSQL only: every client store is pgx-native (pgxpool + fence.OpenPool, no database/sql); fenced writes use Store.Exec, ExecPgx, InPgxTx and CheckPgxTx in a pgx.Tx")
 	flag.BoolVar(&cfg.Keep, "keep", false, "leave the tables in place")
+	flag.BoolVar(&cfg.OldFenceRule, "old-fence-rule", false, "control, PostgreSQL only: test triggers on the run's lease table make each new fence the previous one + 1 (the rule before the floor from the database clock); with the rollback fault the external checker must report a fence handed out twice")
 	strict := true
 	flag.BoolVar(&strict, "strict-acquire", strict, "take an acquire reported as a definite failure at its word: one that committed is a violation (--strict-acquire=false models it as maybe and counts such commits on the summary's FINDING line)")
 	flag.Parse()

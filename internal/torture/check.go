@@ -67,6 +67,11 @@ type leaseFacts struct {
 	// acquire reported as a definite failure can explain (counted in
 	// lenient mode, Config.LenientAcquire; a violation otherwise).
 	acquireFindings int64
+	// issued maps every fence the log shows committed, acquisitions and
+	// revokes alike, in any timeline (the log is not rolled back with the
+	// lease table), to its owner ("" for a revoke): the external-checker
+	// invariant against the log.
+	issued map[int64]string
 }
 
 // check walks one window's events of one lease in commit order and checks
@@ -93,6 +98,9 @@ type leaseFacts struct {
 // harness failure, "barrier".
 func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCount, cnt int64, span [2]int64, res *resolution) []Violation {
 	res.writes, res.releases = map[int64]bool{}, map[int64]bool{}
+	if f.issued == nil {
+		f.issued = map[int64]string{}
+	}
 	name := h.leases[li]
 	var out []Violation
 	bad := func(check, format string, args ...any) {
@@ -152,10 +160,28 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 			bad("event log", "event %d follows %d: a logged commit vanished or the clock skipped", e.Seq, f.seq)
 		}
 		f.seq = e.Seq
-		if e.Kind != "stmt" && e.Kind != "tx" && (e.AtMs < span[0] || e.AtMs > span[1]) {
+		kind := e.Kind
+		if writeKinds[kind] {
+			kind = "write"
+		}
+		if kind != "write" && (e.AtMs < span[0] || e.AtMs > span[1]) {
 			bad("harness barrier", "%s of fence %d (event %d) ran at database time %d, outside this window's [%d, %d]: the barrier missed a statement in flight, so the window's checks are not sound", e.Kind, e.Fence, e.Seq, e.AtMs, span[0], span[1])
 		}
-		switch e.Kind {
+		if kind == "acquire" || kind == "revoke" {
+			// A fence handed out twice, to two owners or to an owner and a
+			// revoke, across a rollback of the lease table: every external
+			// check that compares fences would take one for the other.
+			owner, how := e.Owner, "acquired"
+			if kind == "revoke" {
+				owner, how = "(revoke)", "taken by a revoke"
+			}
+			if prev, ok := f.issued[e.Fence]; ok && prev != owner {
+				bad("external: fence reused (log)", "fence %d %s by %.8s… (event %d) was already committed to %.8s…: the database handed one fence out twice", e.Fence, how, owner, e.Seq, prev)
+			} else if !ok {
+				f.issued[e.Fence] = owner
+			}
+		}
+		switch kind {
 		case "acquire":
 			if e.Fence <= f.fence {
 				bad("inv2 monotonic fence", "acquisition of fence %d committed after fence %d (event %d)", e.Fence, f.fence, e.Seq)
@@ -205,7 +231,7 @@ func (f *leaseFacts) check(h *harness, w, li int, ops []op, events []event, txCo
 				bad("inv1 mutual exclusion", "%s of fence %d committed at database time %d after it lapsed at %d (event %d)", e.Kind, e.Fence, e.AtMs, f.until, e.Seq)
 			}
 			f.until = e.UntilMs
-		case "stmt", "tx":
+		case "write":
 			f.writes++
 			if e.Kind == "tx" {
 				f.txs++

@@ -31,10 +31,13 @@ const (
 	FaultRestart = "restart" // kill and restart the (private) database server
 	FaultSkew    = "skew"    // half the clients' application clocks are off by hours
 	FaultCancel  = "cancel"  // calls cut short by a context deadline mid-flight
+	// FaultRollback: the lease table goes back to an earlier copy of itself
+	// (a restored dump, a promoted asynchronous replica; rollback.go).
+	FaultRollback = "rollback"
 )
 
 // AllFaults lists every fault kind.
-var AllFaults = []string{FaultPause, FaultProxy, FaultRestart, FaultSkew, FaultCancel}
+var AllFaults = []string{FaultPause, FaultProxy, FaultRestart, FaultSkew, FaultCancel, FaultRollback}
 
 // Faults is a set of fault kinds.
 type Faults map[string]bool
@@ -105,6 +108,12 @@ type Config struct {
 	// a pgx.Tx with Store.CheckPgxTx and Store.ExecPgx. The admin handle
 	// (setup, barriers) stays database/sql.
 	Pgx bool
+	// OldFenceRule is the rollback fault's control (PostgreSQL only): test
+	// triggers on the run's own lease table make every new generation's
+	// fence the previous one plus one, the rule fence had before the floor
+	// from the database clock, so that a rollback hands a fence out twice.
+	// With the rollback fault on, the external checker must report it.
+	OldFenceRule bool
 
 	// TTL of every lease (default 150ms); pauses last 1.2–2× TTL.
 	TTL time.Duration

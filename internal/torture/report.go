@@ -17,6 +17,7 @@ type stats struct {
 	byKind  map[string]int64
 	byRes   map[string]int64
 	byAPI   map[string]int64 // write ops: API and outcome
+	byShape map[string]int64 // single-statement writes: SQL shape and outcome
 	faults  map[string]int64
 	bySkew  [2]map[string]int64 // outcomes of write-like ops: [unskewed, skewed]
 	errs    map[string]int64
@@ -31,7 +32,7 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{byKind: map[string]int64{}, byRes: map[string]int64{}, byAPI: map[string]int64{}, faults: map[string]int64{},
+	return &stats{byKind: map[string]int64{}, byRes: map[string]int64{}, byAPI: map[string]int64{}, byShape: map[string]int64{}, faults: map[string]int64{},
 		bySkew: [2]map[string]int64{{}, {}}, errs: map[string]int64{}, acqErrs: map[string]int64{}}
 }
 
@@ -45,6 +46,9 @@ func (s *stats) record(o *op) {
 	s.byRes[o.Res.String()]++
 	if o.API != "" {
 		s.byAPI[o.API+" "+o.Res.String()]++
+	}
+	if o.Shape != "" {
+		s.byShape[o.Shape+" "+o.Res.String()]++
 	}
 	sk := 0
 	if o.Skewed {
@@ -102,26 +106,34 @@ func (s *stats) error(err error) {
 
 // Result is the outcome of a run.
 type Result struct {
-	DSN        string
-	Dialect    string
-	Seed       uint64
-	Unsafe     bool
-	Pgx        bool
-	Clients    int
-	Leases     int
-	Faults     string
-	Elapsed    time.Duration
-	Ops        int64
-	Ambiguous  int64
-	Windows    int64
-	Checked    int
-	MaxCheck   time.Duration
-	ByKind     map[string]int64
-	ByResult   map[string]int64
-	ByAPI      map[string]int64
-	FaultCount map[string]int64
-	BySkew     [2]map[string]int64
-	ErrClasses map[string]int64
+	DSN       string
+	Dialect   string
+	Seed      uint64
+	Unsafe    bool
+	Pgx       bool
+	Clients   int
+	Leases    int
+	Faults    string
+	Elapsed   time.Duration
+	Ops       int64
+	Ambiguous int64
+	Windows   int64
+	Checked   int
+	MaxCheck  time.Duration
+	ByKind    map[string]int64
+	ByResult  map[string]int64
+	ByAPI     map[string]int64
+	ByShape   map[string]int64
+	// ShapesSkipped: write shapes this server refused, and why.
+	ShapesSkipped map[string]string
+	OldFenceRule  bool
+	// The external resources (extResource), over all leases: distinct
+	// fences seen, writes accepted, and writes refused for carrying a fence
+	// below the highest one written.
+	ExtFences, ExtAccepted, ExtRefused int64
+	FaultCount                         map[string]int64
+	BySkew                             [2]map[string]int64
+	ErrClasses                         map[string]int64
 	// AcqFailed counts acquires reported as definite failures, by error
 	// class: what strict mode (the default) takes at its word.
 	AcqFailed    map[string]int64
@@ -154,12 +166,20 @@ func (h *harness) result() *Result {
 		Clients: h.cfg.Clients, Leases: h.cfg.Leases, Faults: h.cfg.Faults.String(),
 		Elapsed: time.Since(h.start), Ops: s.ops.Load(), Ambiguous: s.amb.Load(), Windows: s.windows.Load(),
 		Checked: c.checked, MaxCheck: c.maxTime, ByKind: clone(s.byKind), ByResult: clone(s.byRes), ByAPI: clone(s.byAPI),
+		ByShape: clone(s.byShape), ShapesSkipped: h.shapesSkipped, OldFenceRule: h.cfg.OldFenceRule,
 		FaultCount: clone(s.faults), BySkew: [2]map[string]int64{clone(s.bySkew[0]), clone(s.bySkew[1])},
 		ErrClasses: clone(s.errs), AcqFailed: clone(s.acqErrs), Violations: append([]Violation(nil), c.viol...), Unknown: append([]Violation(nil), c.unknown...),
 		Errors:  append([]string(nil), s.lastErrs...),
 		AWCalls: s.awCalls, AWAttempts: s.awAttempts, AWAmbiguous: s.awAmb, AWAmbiguousThenOK: s.awAmbThenOK}
 	if h.cfg.Faults[FaultSkew] {
 		r.FaultCount["skew-clients"] = int64(h.cfg.Clients / 2)
+	}
+	for _, x := range h.ext {
+		x.mu.Lock()
+		r.ExtFences += int64(len(x.owners))
+		r.ExtAccepted += x.accepted
+		r.ExtRefused += x.refused
+		x.mu.Unlock()
 	}
 	for _, f := range h.direct {
 		r.StaleCommits += f.stale
@@ -250,6 +270,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if r.Pgx {
 		mode = "fenced, pgx-native stores (fence.OpenPool; Store.Exec / ExecPgx / InPgxTx / CheckPgxTx + ExecPgx)"
 	}
+	if r.OldFenceRule {
+		mode += "; CONTROL: old fence rule (test triggers make each new fence the previous one + 1)"
+	}
 	if r.Unsafe {
 		mode = "UNSAFE control: IsHeld in Go, then an unfenced write"
 		if r.Pgx {
@@ -267,6 +290,10 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "  by kind:     %s\n", sortedKV(r.ByKind))
 	fmt.Fprintf(w, "  by result:   %s\n", sortedKV(r.ByResult))
 	fmt.Fprintf(w, "  writes by API: %s\n", sortedKV(r.ByAPI))
+	fmt.Fprintf(w, "  writes by shape: %s\n", sortedKV(r.ByShape))
+	for _, k := range sortedKeys(r.ShapesSkipped) {
+		fmt.Fprintf(w, "  shape left out: %s: %s\n", k, r.ShapesSkipped[k])
+	}
 	fmt.Fprintf(w, "  faults injected: %s\n", sortedKV(r.FaultCount))
 	fmt.Fprintf(w, "  ambiguous ops: %d\n", r.Ambiguous)
 	fmt.Fprintf(w, "  errors seen (failed or ambiguous ops): %s\n", sortedKV(r.ErrClasses))
@@ -282,6 +309,11 @@ func (r *Result) WriteSummary(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  windows:     %d, porcupine checks %d (slowest %v), unknown %d\n", r.Windows, r.Checked, r.MaxCheck.Round(time.Millisecond), len(r.Unknown))
 	fmt.Fprintf(w, "  stale commits in the database log: %d\n", r.StaleCommits)
+	if r.FaultCount["snapshot"] > 0 || r.FaultCount[FaultRollback] > 0 {
+		fmt.Fprintf(w, "  rollback:    %d restores (%d with expiry shifted) of %d snapshots of the lease table; restored generations valid: %d, of which held by a client again: %d\n",
+			r.FaultCount[FaultRollback], r.FaultCount["rollback-shifted"], r.FaultCount["snapshot"], r.FaultCount["rollback-valid"], r.FaultCount["rollback-revived"])
+	}
+	fmt.Fprintf(w, "  external resource: %d fences seen, writes accepted %d, refused %d (below the highest fence written)\n", r.ExtFences, r.ExtAccepted, r.ExtRefused)
 	if r.AcquireFindings > 0 {
 		fmt.Fprintf(w, "  FINDING: %d acquisitions committed that only acquires reported as definite failures can explain (lenient mode counts them here; the default, --strict-acquire, counts them as violations).\n", r.AcquireFindings)
 	}
@@ -315,6 +347,15 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "  reproduce with: --seed %d (the schedule of choices is the seed's; the interleaving is the machine's)\n", r.Seed)
 	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 func writeOutcomes(m map[string]int64) string {

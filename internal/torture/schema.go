@@ -19,6 +19,13 @@ import (
 //	t_events every change of the lease row (acquire, renew, release, revoke)
 //	         and every write of the protected row, logged by triggers in the
 //	         transaction that made the change
+//	t_names  per lease, an alias row nobody writes: the read-only table the
+//	         CTE, join and INSERT … SELECT write shapes read (shapes.go)
+//	t_queue  work items the DELETE shape consumes; deleting one writes the
+//	         protected row (trigger), carrying the fence the item was queued with
+//	t_done   rows the INSERT … SELECT shapes add; inserting one writes the
+//	         protected row (trigger)
+//	t_snap   the rollback fault's copy of the lease table (rollback.go)
 //
 // The triggers bump the lease's clock row and log the event under the new
 // value. The clock row stays write-locked until the transaction commits (on
@@ -34,11 +41,16 @@ type schema struct {
 	side   string
 	clock  string
 	events string
+	names  string
+	queue  string
+	done   string
+	snap   string
 }
 
 func newSchema(d fence.Dialect, prefix string) schema {
 	return schema{d: d, p: prefix, leases: prefix + "leases", prot: prefix + "t_prot", side: prefix + "t_side",
-		clock: prefix + "t_clock", events: prefix + "t_events"}
+		clock: prefix + "t_clock", events: prefix + "t_events", names: prefix + "t_names", queue: prefix + "t_queue",
+		done: prefix + "t_done", snap: prefix + "t_snap"}
 }
 
 // q turns ? placeholders into $n on PostgreSQL. The harness's statements
@@ -66,6 +78,17 @@ func (s schema) createDDL() []string {
 		"CREATE TABLE " + s.side + " (lease_name VARCHAR(191) PRIMARY KEY, txcnt BIGINT NOT NULL)",
 		"CREATE TABLE " + s.clock + " (lease_name VARCHAR(191) PRIMARY KEY, n BIGINT NOT NULL)",
 		"CREATE TABLE " + s.events + " (lease_name VARCHAR(191) NOT NULL, seq BIGINT NOT NULL, kind VARCHAR(8) NOT NULL, fence BIGINT NOT NULL, owner VARCHAR(64) NOT NULL, until_ms BIGINT NOT NULL, at_ms BIGINT NOT NULL, opid BIGINT NOT NULL, PRIMARY KEY (lease_name, seq))",
+		"CREATE TABLE " + s.names + " (alias VARCHAR(191) PRIMARY KEY, lease_name VARCHAR(191) NOT NULL)",
+		"CREATE TABLE " + s.queue + " (opid BIGINT PRIMARY KEY, lease_name VARCHAR(191) NOT NULL, fence BIGINT NOT NULL)",
+		"CREATE TABLE " + s.done + " (opid BIGINT PRIMARY KEY, lease_name VARCHAR(191) NOT NULL, fence BIGINT NOT NULL, kind VARCHAR(8) NOT NULL)",
+		"CREATE TABLE " + s.snap + " (lease_name VARCHAR(191) PRIMARY KEY, owner_token VARCHAR(64) NOT NULL, fence_token BIGINT NOT NULL, state VARCHAR(16) NOT NULL, leased_until_ms BIGINT NOT NULL, acquired_at_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL, renew_count BIGINT NOT NULL)",
+	}
+	// The DELETE and INSERT … SELECT shapes write other tables; a trigger
+	// turns each row they delete or insert into a write of the protected
+	// row, with the fence and op id the row carries, so the protected row's
+	// own trigger logs it like every other write (event kind: the shape).
+	protFrom := func(row, kind string) string {
+		return "UPDATE " + s.prot + " SET fence = " + row + ".fence, cnt = cnt + 1, opid = " + row + ".opid, kind = " + kind + " WHERE lease_name = " + row + ".lease_name"
 	}
 	// Lease events: kind from what changed. at_ms is the database time the
 	// statement itself recorded (acquired_at_ms for an acquisition,
@@ -102,6 +125,10 @@ END $$`
 			`CREATE TRIGGER `+s.p+`t_lease_ins AFTER INSERT ON `+s.leases+` FOR EACH ROW EXECUTE FUNCTION `+s.p+`t_lease_ins()`,
 			`CREATE TRIGGER `+s.p+`t_lease_upd AFTER UPDATE ON `+s.leases+` FOR EACH ROW WHEN `+changed+` EXECUTE FUNCTION `+s.p+`t_lease_upd()`,
 			`CREATE TRIGGER `+s.p+`t_prot_upd AFTER UPDATE ON `+s.prot+` FOR EACH ROW WHEN (NEW.opid <> OLD.opid) EXECUTE FUNCTION `+s.p+`t_prot_upd()`,
+			fn("t_queue_del", protFrom("OLD", "'delete'")+";"),
+			fn("t_done_ins", protFrom("NEW", "NEW.kind")+";"),
+			`CREATE TRIGGER `+s.p+`t_queue_del AFTER DELETE ON `+s.queue+` FOR EACH ROW EXECUTE FUNCTION `+s.p+`t_queue_del()`,
+			`CREATE TRIGGER `+s.p+`t_done_ins AFTER INSERT ON `+s.done+` FOR EACH ROW EXECUTE FUNCTION `+s.p+`t_done_ins()`,
 		)
 	case fence.MySQL:
 		// One statement each (no DELIMITER through database/sql). The clock
@@ -130,6 +157,8 @@ BEGIN
 	IF NEW.opid <> OLD.opid THEN `+body("NEW.kind", "NEW.fence", "''", "0", "0", "NEW.opid")+`;
 	END IF;
 END`,
+			`CREATE TRIGGER `+s.p+`t_queue_del AFTER DELETE ON `+s.queue+` FOR EACH ROW `+protFrom("OLD", "'delete'"),
+			`CREATE TRIGGER `+s.p+`t_done_ins AFTER INSERT ON `+s.done+` FOR EACH ROW `+protFrom("NEW", "NEW.kind"),
 		)
 	default:
 		body := func(kind, fenceCol, owner, until, atms, opid string) string {
@@ -143,19 +172,21 @@ END`
 			`CREATE TRIGGER `+s.p+`t_lease_ins AFTER INSERT ON `+s.leases+` FOR EACH ROW`+body(insKind, "NEW.fence_token", "NEW.owner_token", "NEW.leased_until_ms", "NEW.acquired_at_ms", "0"),
 			`CREATE TRIGGER `+s.p+`t_lease_upd AFTER UPDATE ON `+s.leases+` FOR EACH ROW WHEN `+changed+body(leaseKind, "NEW.fence_token", "NEW.owner_token", "NEW.leased_until_ms", at, "0"),
 			`CREATE TRIGGER `+s.p+`t_prot_upd AFTER UPDATE ON `+s.prot+` FOR EACH ROW WHEN NEW.opid <> OLD.opid`+body("NEW.kind", "NEW.fence", "''", "0", "0", "NEW.opid"),
+			`CREATE TRIGGER `+s.p+`t_queue_del AFTER DELETE ON `+s.queue+` FOR EACH ROW BEGIN `+protFrom("OLD", "'delete'")+`; END`,
+			`CREATE TRIGGER `+s.p+`t_done_ins AFTER INSERT ON `+s.done+` FOR EACH ROW BEGIN `+protFrom("NEW", "NEW.kind")+`; END`,
 		)
 	}
 	return ddl
 }
 
 func (s schema) dropDDL() []string {
-	tables := []string{s.prot, s.side, s.clock, s.events}
+	tables := []string{s.prot, s.side, s.clock, s.events, s.names, s.queue, s.done, s.snap}
 	var out []string
 	switch s.d {
 	case fence.Postgres:
-		out = append(out, "DROP FUNCTION IF EXISTS "+s.p+"t_lease_ins(), "+s.p+"t_lease_upd(), "+s.p+"t_prot_upd() CASCADE")
+		out = append(out, "DROP FUNCTION IF EXISTS "+s.p+"t_lease_ins(), "+s.p+"t_lease_upd(), "+s.p+"t_prot_upd(), "+s.p+"t_queue_del(), "+s.p+"t_done_ins(), "+s.p+"t_old_rule_ins(), "+s.p+"t_old_rule_upd() CASCADE")
 	default:
-		for _, t := range []string{"t_lease_ins", "t_lease_upd", "t_prot_upd"} {
+		for _, t := range []string{"t_lease_ins", "t_lease_upd", "t_prot_upd", "t_queue_del", "t_done_ins"} {
 			out = append(out, "DROP TRIGGER IF EXISTS "+s.p+t)
 		}
 	}
@@ -177,8 +208,13 @@ func (s schema) setup(ctx context.Context, db *sql.DB, leases []string) error {
 			"INSERT INTO " + s.prot + " (lease_name, fence, cnt, opid, kind) VALUES (?, 0, 0, 0, '')",
 			"INSERT INTO " + s.side + " (lease_name, txcnt) VALUES (?, 0)",
 			"INSERT INTO " + s.clock + " (lease_name, n) VALUES (?, 0)",
+			"INSERT INTO " + s.names + " (lease_name, alias) VALUES (?, ?)",
 		} {
-			if _, err := db.ExecContext(ctx, s.q(q), l); err != nil {
+			args := []any{l}
+			if strings.Contains(q, s.names) {
+				args = append(args, alias(l))
+			}
+			if _, err := db.ExecContext(ctx, s.q(q), args...); err != nil {
 				return fmt.Errorf("torture: seeding tables: %w", err)
 			}
 		}

@@ -35,7 +35,8 @@ type op struct {
 	Call   int64   `json:"call_ns"`
 	Return int64   `json:"return_ns"`
 	Err    string  `json:"err,omitempty"`
-	API    string  `json:"api,omitempty"` // write ops: the fence API that made the write
+	API    string  `json:"api,omitempty"`   // write ops: the fence API that made the write
+	Shape  string  `json:"shape,omitempty"` // single-statement writes: the SQL shape (shapes.go)
 	// Attempts are the Acquire calls an AcquireWait made (seen through a
 	// fence.Observer), when Observed: each may have committed a generation
 	// of its own, not only the last (see attemptObserver).
@@ -145,6 +146,13 @@ type harness struct {
 	barrierMs int64
 	faultRng  *rand.Rand
 	restarts  restartSchedule
+	// shapes are the write shapes this server accepts; shapesSkipped says
+	// why any other was left out.
+	shapes        []string
+	shapesSkipped map[string]string
+	rollback      *rollbackPlan
+	ext           []*extResource
+	window        atomic.Int64 // the window clients are running in
 }
 
 // restartSchedule spaces the restart fault over the time clients run
@@ -185,9 +193,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{cfg: cfg, d: dsn.Dialect, stats: newStats(), faultRng: rand.New(rand.NewPCG(cfg.Seed, 1<<32))}
+	h := &harness{cfg: cfg, d: dsn.Dialect, stats: newStats(), faultRng: rand.New(rand.NewPCG(cfg.Seed, 1<<32)),
+		rollback: &rollbackPlan{rng: rand.New(rand.NewPCG(cfg.Seed, 2<<32))}}
 	if cfg.Pgx && h.d != fence.Postgres {
 		return nil, fmt.Errorf("torture: the pgx-native path (Pgx, --pgx) needs a PostgreSQL DSN (postgres://…), not %s", h.d)
+	}
+	if cfg.OldFenceRule && h.d != fence.Postgres {
+		return nil, fmt.Errorf("torture: the old-fence-rule control needs a PostgreSQL DSN (its triggers rewrite NEW, which only PostgreSQL's RETURNING reports), not %s", h.d)
 	}
 	if cfg.Faults[FaultProxy] && h.d == fence.SQLite {
 		return nil, errors.New("torture: the proxy fault needs a networked database (SQLite runs in process); leave it out for sqlite")
@@ -251,8 +263,17 @@ func (h *harness) setup(ctx context.Context) error {
 	if err := h.sc.setup(ctx, h.admin.DB(), h.leases); err != nil {
 		return err
 	}
+	if h.cfg.OldFenceRule {
+		for _, q := range h.sc.oldRuleDDL() {
+			if _, err := h.admin.DB().ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("torture: installing the old-fence-rule control's triggers: %w", err)
+			}
+		}
+	}
+	h.shapes, h.shapesSkipped = h.sc.probeShapes(ctx, h.admin.DB())
 	for range h.leases {
 		h.direct = append(h.direct, &leaseFacts{})
+		h.ext = append(h.ext, newExtResource())
 	}
 	for i := range h.cfg.Clients {
 		c := &client{id: i, h: h, rng: rand.New(rand.NewPCG(h.cfg.Seed, uint64(i)+1)),
@@ -410,7 +431,15 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		go func() { ep.wg.Wait(); close(allDone) }()
 		injDone := make(chan struct{})
 		injStop := make(chan struct{})
-		go func() { defer close(injDone); h.inject(injStop) }()
+		var snap sync.WaitGroup
+		if h.cfg.Faults[FaultRollback] {
+			if d, ok := h.rollback.nextSnapshot(h.cfg.Window); ok {
+				snap.Add(1)
+				go func() { defer snap.Done(); h.snapshotAfter(d, injStop) }()
+			}
+		}
+		h.window.Store(int64(w))
+		go func() { defer close(injDone); h.inject(injStop); snap.Wait() }()
 		for _, c := range h.clients {
 			c.next <- ep
 		}
@@ -613,7 +642,7 @@ func (c *client) doOp(ep *epoch) {
 	case opIsHeld:
 		o.Out.Valid, err = st.IsHeld(ctx, tok)
 	case opWrite, opTxWrite:
-		err = c.write(ctx, st, kind, tok, name, o.ID, pause, &o.API)
+		err = c.write(ctx, st, kind, tok, name, o.ID, pause, &o.API, &o.Shape)
 	case opRead:
 		if p := st.Pool(); p != nil {
 			err = p.QueryRow(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
@@ -643,6 +672,14 @@ func (c *client) doOp(ep *epoch) {
 		// as a real client would, instead of spinning on refused connects.
 		sleep(ep, time.Duration(5+c.rng.IntN(20))*time.Millisecond)
 	}
+	if o.Res == resOK {
+		switch kind {
+		case opAcquire, opAcquireWait:
+			h.external(li, h.ext[li].see(o.Out.Fence, o.Owner, "handed out"))
+		case opWrite, opTxWrite:
+			h.external(li, h.ext[li].write(o.Fence, o.Owner))
+		}
+	}
 	switch {
 	case (kind == opAcquire || kind == opAcquireWait) && o.Res == resOK:
 		c.tokens[li] = fence.Token{Lease: name, Owner: o.Owner, Fence: o.Out.Fence}
@@ -664,12 +701,53 @@ func (c *client) doOp(ep *epoch) {
 	}
 }
 
+// external reports a violation the external resource found.
+func (h *harness) external(li int, detail string) {
+	if detail == "" {
+		return
+	}
+	w, at := int(h.window.Load()), secs(h.now())
+	h.checker.violation(Violation{Check: "external: fence reused (resource)", Window: w, Lease: h.leases[li], Detail: detail, From: at, To: at})
+}
+
+// pickShape draws a single statement's shape: the plain UPDATE half the
+// time, else one of the others this server accepts.
+func (c *client) pickShape() string {
+	if len(c.h.shapes) == 0 || c.rng.IntN(2) == 0 {
+		return shapePlain
+	}
+	return c.h.shapes[c.rng.IntN(len(c.h.shapes))]
+}
+
+// execShape runs one fenced single statement of shape through exec (Store.Exec
+// or Store.ExecPgx), after the shape's unfenced preparation, if any, on the
+// store's own handle (pool for a pgx-native store).
+func (c *client) execShape(ctx context.Context, st *fence.Store, shape string, tok fence.Token, name string, id int64,
+	exec func(q string, args ...any) (int64, error)) error {
+	ss := c.h.sc.shapeSQL(shape, tok, name, id)
+	if ss.pre != "" {
+		var err error
+		if p := st.Pool(); p != nil {
+			_, err = p.Exec(ctx, ss.pre, ss.preArgs...)
+		} else {
+			_, err = st.DB().ExecContext(ctx, ss.pre, ss.preArgs...)
+		}
+		if err != nil {
+			// The fenced statement was never sent: a definite failure,
+			// whatever became of the queued item (nothing consumes it).
+			return fmt.Errorf("torture: queueing the item the DELETE shape consumes: %w", err)
+		}
+	}
+	_, err := exec(ss.q, ss.args...)
+	return err
+}
+
 // write is a fenced single statement (Store.Exec) or a fenced transaction
 // (Store.InTx), or, in unsafe mode, the naive design: IsHeld in Go, then the
 // same writes without the fence. A pgx-native store (Config.Pgx) writes
 // through pgx's own API instead (pgxWrite).
 // api receives the name of the API used.
-func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fence.Token, name string, id int64, pause time.Duration, api *string) error {
+func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fence.Token, name string, id int64, pause time.Duration, api, shape *string) error {
 	sc := c.h.sc
 	k := "stmt"
 	if kind == opTxWrite {
@@ -716,13 +794,17 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		}
 		return nil
 	}
+	if kind == opWrite {
+		*shape = c.pickShape()
+	}
 	if p := st.Pool(); p != nil {
-		return c.pgxWrite(ctx, st, p, kind, tok, name, id, k, pause, api)
+		return c.pgxWrite(ctx, st, p, kind, tok, name, id, k, pause, api, *shape)
 	}
 	if kind == opWrite {
 		*api = "Exec"
-		_, err := st.Exec(ctx, tok, sc.writeSQL(true), tok.Fence, id, k, name)
-		return err
+		return c.execShape(ctx, st, *shape, tok, name, id, func(q string, args ...any) (int64, error) {
+			return st.Exec(ctx, tok, q, args...)
+		})
 	}
 	*api = "InTx"
 	return st.InTx(ctx, tok, func(tx *sql.Tx) error {
@@ -743,17 +825,19 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 // unfenced, as in InTx: the share lock fences it), or a pgx.Tx of the
 // harness's own, checked with Store.CheckPgxTx, whose UPDATE goes through
 // Store.ExecPgx with {{fence}} and whose commit the harness reports itself.
-func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool, kind opKind, tok fence.Token, name string, id int64, k string, pause time.Duration, api *string) error {
+func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool, kind opKind, tok fence.Token, name string, id int64, k string, pause time.Duration, api *string, shape string) error {
 	sc := c.h.sc
 	if kind == opWrite {
 		if c.rng.IntN(2) == 0 {
 			*api = "Exec"
-			_, err := st.Exec(ctx, tok, sc.writeSQL(true), tok.Fence, id, k, name)
-			return err
+			return c.execShape(ctx, st, shape, tok, name, id, func(q string, args ...any) (int64, error) {
+				return st.Exec(ctx, tok, q, args...)
+			})
 		}
 		*api = "ExecPgx"
-		_, err := st.ExecPgx(ctx, p, tok, sc.writeSQL(true), tok.Fence, id, k, name)
-		return err
+		return c.execShape(ctx, st, shape, tok, name, id, func(q string, args ...any) (int64, error) {
+			return st.ExecPgx(ctx, p, tok, q, args...)
+		})
 	}
 	if c.rng.IntN(2) == 0 {
 		*api = "InPgxTx"
@@ -1057,6 +1141,13 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 			for _, v := range vs {
 				v.File = file
 				h.checker.violation(v)
+			}
+		}
+	}
+	if h.cfg.Faults[FaultRollback] {
+		if due, shift, snapMs := h.rollback.restoreDue(); due {
+			if err := h.doRollback(ctx, w, next, held, shift, snapMs); err != nil {
+				return nil, err
 			}
 		}
 	}

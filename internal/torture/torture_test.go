@@ -83,7 +83,16 @@ func expectClean(t *testing.T, r *Result) {
 }
 
 func TestTortureSQLite(t *testing.T) {
-	expectClean(t, runTorture(t, "sqlite:"+filepath.Join(t.TempDir(), "torture.db"), false, duration(t)))
+	r := runTorture(t, "sqlite:"+filepath.Join(t.TempDir(), "torture.db"), false, duration(t))
+	expectClean(t, r)
+	// Every shape on every database, committed and refused, is
+	// TestShapes; a short run on a loaded machine may draw few of them.
+	if len(r.ShapesSkipped) > 0 {
+		t.Errorf("shapes left out on SQLite: %v", r.ShapesSkipped)
+	}
+	if r.Windows >= 4 && r.FaultCount[FaultRollback] == 0 {
+		t.Errorf("the rollback fault was on for %d windows and never injected (seed %d)", r.Windows, r.Seed)
+	}
 }
 
 func TestTorturePostgres(t *testing.T) {
