@@ -27,6 +27,7 @@ type DSN struct {
 	HasPassword bool
 
 	secrets []string // every form of every secret, for scrub
+	spans   [][2]int // where the secrets are in the DSN, for FuzzParseDSN
 }
 
 // ParseDSN checks a DSN's form without connecting. Errors wrap ErrInvalid and
@@ -74,7 +75,7 @@ func ParseDSN(dsn string) (DSN, error) {
 			return DSN{}, fmt.Errorf("%w: mysql DSN has no database name (want mysql://user:password@host:port/dbname)", ErrInvalid)
 		}
 	}
-	d.secrets = u.Secrets(dsn)
+	d.secrets, d.spans = u.Secrets(dsn), u.SecretSpans()
 	d.HasPassword = len(d.secrets) > 0
 	d.Redacted = redacted(u)
 	return d, nil

@@ -170,8 +170,8 @@ var params = map[string]param{
 		"or no time_zone parameter", "'+00:00'", "'UTC'"),
 	// MariaDB before 11.1 names it tx_isolation, MySQL 8.0 only
 	// transaction_isolation.
-	"transaction_isolation": oneOf(isoWhy, isoValues...),
-	"tx_isolation":          oneOf(isoWhy, isoValues...),
+	"transaction_isolation":    oneOf(isoWhy, isoValues...),
+	"tx_isolation":             oneOf(isoWhy, isoValues...),
 	"innodb_lock_wait_timeout": isSeconds,
 	"lock_wait_timeout":        isSeconds,
 }
@@ -302,9 +302,8 @@ func (quiet) Print(...any) {}
 //     run ledger's reads would report uncommitted acquisitions;
 //   - the session must not be read-only;
 //   - affected rows must count matched rows (CLIENT_FOUND_ROWS, a client
-//     capability no variable shows, so it is tested: a TEMPORARY table on
-//     the connection, a row updated to the value it has, one affected row).
-//     This needs the CREATE TEMPORARY TABLES privilege.
+//     capability no variable shows, so it is tested on a TEMPORARY table:
+//     found_rows_*.sql). This needs the CREATE TEMPORARY TABLES privilege.
 //
 // The time zone is not checked: it matters only to a statement that spans a
 // DST change (see Open), and refusing every SYSTEM-zone handle for that
@@ -316,58 +315,41 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	var autocommit int64
-	if err := c.QueryRowContext(ctx, "SELECT @@session.autocommit").Scan(&autocommit); err != nil {
+	var autocommit, readOnly int64
+	var iso string
+	err = c.QueryRowContext(ctx, d.q["check_session"]).Scan(&autocommit, &iso, &readOnly)
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE: MariaDB < 11.1
+		err = c.QueryRowContext(ctx, d.q["check_session_mariadb"]).Scan(&autocommit, &iso, &readOnly)
+	}
+	if err != nil {
 		return err
 	}
 	if autocommit != 1 {
 		return &driver.SettingError{Msg: "mysql: the session has autocommit=0: fence's lease statements would never commit " +
 			"(an acquire would hand out a fence that a later owner gets again); " +
-			"remove autocommit=0 from the DSN or the server configuration (init_connect, autocommit in my.cnf), or open the store with fence.Open"}
-	}
-	iso, err := sessionVar(ctx, c, "transaction_isolation", "tx_isolation")
-	if err != nil {
-		return err
+			"remove autocommit=0 from the DSN or the server configuration (autocommit, init_connect), or open the store with fence.Open"}
 	}
 	if strings.EqualFold(iso, "READ-UNCOMMITTED") {
 		return &driver.SettingError{Msg: "mysql: the session isolation level is READ-UNCOMMITTED: fence's reads would report uncommitted leases; " +
 			"use READ-COMMITTED or REPEATABLE-READ (transaction_isolation in the server configuration)"}
 	}
-	ro, err := sessionVar(ctx, c, "transaction_read_only", "tx_read_only")
-	if err != nil {
-		return err
-	}
-	if ro != "0" {
+	if readOnly != 0 {
 		return &driver.SettingError{Msg: "mysql: the session is read-only (transaction_read_only=1): fence cannot take or renew a lease; " +
 			"connect to a writable server and unset transaction_read_only"}
 	}
-	return checkFoundRows(ctx, c)
+	return d.checkFoundRows(ctx, c)
 }
 
-// sessionVar reads a session variable under its MySQL 8.0 name, or under
-// its MariaDB name: MariaDB 10.11 knows only tx_isolation and tx_read_only
-// (transaction_isolation and transaction_read_only from 11.1), MySQL 8.0
-// only the transaction_ names.
-func sessionVar(ctx context.Context, c *sql.Conn, name, old string) (string, error) {
-	var v string
-	err := c.QueryRowContext(ctx, "SELECT @@session."+name).Scan(&v)
-	var me *gomysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE
-		err = c.QueryRowContext(ctx, "SELECT @@session."+old).Scan(&v)
-	}
-	return v, err
-}
-
-func checkFoundRows(ctx context.Context, c *sql.Conn) error {
-	const table = "fence_found_rows_check"
-	if _, err := c.ExecContext(ctx, "CREATE TEMPORARY TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+func (d *Driver) checkFoundRows(ctx context.Context, c *sql.Conn) error {
+	if _, err := c.ExecContext(ctx, d.q["found_rows_create"]); err != nil {
 		return fmt.Errorf("mysql: checking clientFoundRows needs a temporary table: %w", err)
 	}
-	defer c.ExecContext(context.WithoutCancel(ctx), "DROP TEMPORARY TABLE IF EXISTS "+table)
-	if _, err := c.ExecContext(ctx, "INSERT INTO "+table+" (id, v) VALUES (1, 1)"); err != nil {
+	defer c.ExecContext(context.WithoutCancel(ctx), d.q["found_rows_drop"])
+	if _, err := c.ExecContext(ctx, d.q["found_rows_insert"]); err != nil {
 		return err
 	}
-	res, err := c.ExecContext(ctx, "UPDATE "+table+" SET v = 1 WHERE id = 1")
+	res, err := c.ExecContext(ctx, d.q["found_rows_update"])
 	if err != nil {
 		return err
 	}

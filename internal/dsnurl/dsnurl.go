@@ -154,12 +154,13 @@ func Parse(dsn string) (*URL, error) {
 			}
 			key, err := decode(rawKey)
 			if err != nil {
-				return nil, errors.New("a DSN query parameter name " + err.Error())
+				return nil, errors.New("the name of DSN query parameter " + strconv.Itoa(len(u.Params)+1) + " " + err.Error())
 			}
 			val, err := decode(rawVal)
 			if err != nil {
-				// The value may be a secret; name the key only if it is not.
-				return nil, errors.New("the value of DSN query parameter " + Describe(key) + " " + err.Error())
+				// Not named: with an unencoded '@' later in the DSN, even a
+				// parameter's name can be part of the password.
+				return nil, errors.New("the value of DSN query parameter " + strconv.Itoa(len(u.Params)+1) + " " + err.Error())
 			}
 			vstart := off + len(rawKey) + 1
 			u.Params = append(u.Params, Param{Key: key, Value: val, ValueSpan: [2]int{vstart, vstart + len(rawVal)}})
@@ -271,6 +272,20 @@ func Describe(key string) string {
 		}
 	}
 	return strconv.Quote(key)
+}
+
+// SecretSpans returns the byte ranges of dsn that hold secrets.
+func (u *URL) SecretSpans() [][2]int {
+	var out [][2]int
+	if u.HasPassword {
+		out = append(out, u.PasswordSpan)
+	}
+	for _, p := range u.Params {
+		if IsSecret(p.Key) {
+			out = append(out, p.ValueSpan)
+		}
+	}
+	return out
 }
 
 // Secrets returns every secret of u (the password and the values of secret
