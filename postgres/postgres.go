@@ -190,8 +190,9 @@ func forceSettings(rp map[string]string) error {
 			return &driver.SettingError{Msg: synchronousCommitOff}
 		}
 		if lk == "options" && strings.Contains(strings.ToLower(v), "default_transaction_") {
-			// -c options are applied after the startup parameters and would
-			// win over the forced values.
+			// The forced startup parameter wins over options=-c (measured
+			// on PostgreSQL 15), so the DSN's wish would be silently
+			// ignored: say so instead.
 			return &driver.SettingError{Msg: "postgres: DSN options parameter sets a default_transaction_ setting, which fence forces; remove it from options"}
 		}
 	}
