@@ -187,7 +187,7 @@ func splitHostPort(h string) (HostPort, error) {
 			i = len(h)
 		}
 		hp.Host, h = h[:i], h[i:]
-		if hp.Host == "" {
+		if strings.Trim(hp.Host, " ") == "" {
 			return hp, errors.New("DSN has an empty host name")
 		}
 	}
