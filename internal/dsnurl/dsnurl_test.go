@@ -67,8 +67,9 @@ func FuzzAgreesWithPgx(f *testing.F) {
 		}
 		// pgx lists a host twice under sslmode=prefer (with and without TLS).
 		var hosts []*pgconn.FallbackConfig
-		for _, h := range append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port}}, cfg.Fallbacks...) {
-			if n := len(hosts); n == 0 || hosts[n-1].Host != h.Host || hosts[n-1].Port != h.Port {
+		for _, h := range append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...) {
+			n := len(hosts)
+			if n == 0 || hosts[n-1].Host != h.Host || hosts[n-1].Port != h.Port || hosts[n-1].TLSConfig == nil || h.TLSConfig != nil {
 				hosts = append(hosts, h)
 			}
 		}
@@ -76,7 +77,10 @@ func FuzzAgreesWithPgx(f *testing.F) {
 			t.Fatalf("%q: %d hosts, pgx %d", s, len(u.Hosts), len(hosts))
 		}
 		for i, h := range u.Hosts {
-			want := strings.TrimSuffix(strings.TrimPrefix(h.Host, "["), "]")
+			want := h.Host
+			if strings.HasPrefix(want, "[") {
+				want = strings.TrimSuffix(want[1:], "]")
+			}
 			if dec, err := decode(want); err == nil {
 				want = dec
 			}
