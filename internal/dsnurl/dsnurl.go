@@ -174,7 +174,7 @@ func splitHostPort(h string) (HostPort, error) {
 	var hp HostPort
 	if strings.HasPrefix(h, "[") {
 		end := strings.IndexByte(h, ']')
-		if end < 2 {
+		if end < 0 || strings.Trim(h[1:end], " ") == "" {
 			return hp, errors.New("DSN has an unterminated or empty IPv6 address in brackets")
 		}
 		hp.Host, h = h[:end+1], h[end+1:]

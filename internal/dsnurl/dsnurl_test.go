@@ -87,7 +87,7 @@ func FuzzAgreesWithPgx(f *testing.F) {
 			if hosts[i].Host != want {
 				t.Fatalf("%q: host %d %q, pgx %q", s, i, want, hosts[i].Host)
 			}
-			if h.Port != "" && strconv.Itoa(int(hosts[i].Port)) != h.Port {
+			if p, _ := strconv.Atoi(h.Port); h.Port != "" && int(hosts[i].Port) != p {
 				t.Fatalf("%q: port %d %q, pgx %d", s, i, h.Port, hosts[i].Port)
 			}
 		}
