@@ -281,7 +281,7 @@ func (u *URL) SecretSpans() [][2]int {
 		out = append(out, u.PasswordSpan)
 	}
 	for _, p := range u.Params {
-		if IsSecret(p.Key) {
+		if IsSecret(p.Key) && p.ValueSpan[1] > p.ValueSpan[0] {
 			out = append(out, p.ValueSpan)
 		}
 	}
