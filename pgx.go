@@ -28,8 +28,9 @@ type PgxQuerier = postgres.PgxQuerier
 // OpenPool returns a PostgreSQL store over pgx's own pool, with no
 // database/sql in between. The caller keeps ownership of pool: Close does not
 // close it. It checks the pool's settings as OpenDB checks a handle (see
-// OpenDB; postgres.NewPoolConfig forces them). DB returns nil for such a store; fenced writes in the caller's
-// transactions use ExecPgx, InPgxTx and CheckPgxTx.
+// OpenDB; postgres.NewPoolConfig forces them). DB returns nil for such a
+// store; fenced writes in the caller's transactions use ExecPgx, InPgxTx and
+// CheckPgxTx.
 func OpenPool(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	s, err := newStore(Postgres, opts)
 	if err != nil {
