@@ -26,12 +26,16 @@ func runnerCases() []suiteCase {
 func runnerCompletes(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	var started, finished bool
+	var (
+		started, finished bool
+		inCtx             fence.Token
+	)
 	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
 		tk, ok := fence.TokenFrom(ctx)
-		if !ok || tk.Fence != 1 {
+		if !ok || tk.Lease != "job" || tk.Fence <= 0 {
 			t.Errorf("token in ctx: %v %v", tk, ok)
 		}
+		inCtx = tk
 		if id, ok := fence.RunIDFrom(ctx); !ok || id == 0 {
 			t.Errorf("run id in ctx: %v %v", id, ok)
 		}
@@ -44,10 +48,10 @@ func runnerCompletes(t *testing.T, b Backend) {
 		t.Fatalf("result %+v err %v started %v finished %v", r, err, started, finished)
 	}
 	run, err := s.GetRun(ctx, r.RunID)
-	if err != nil || run.Status != fence.RunSucceeded || string(run.Result) != `{"items":7}` {
+	if err != nil || run.Status != fence.RunSucceeded || string(run.Result) != `{"items":7}` || run.Fence != inCtx.Fence {
 		t.Fatalf("run %+v %v", run, err)
 	}
-	if info, _ := s.Get(ctx, "job"); info.State != fence.StateReleased {
+	if info, _ := s.Get(ctx, "job"); info.State != fence.StateReleased || info.Fence != inCtx.Fence {
 		t.Fatalf("lease after run: %+v", info)
 	}
 }

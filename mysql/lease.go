@@ -369,3 +369,51 @@ func scanLease(s scanner) (driver.Lease, error) {
 	err := s.Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 	return l, err
 }
+
+// LeaseRaiseFences moves every fence below floor up to it and revokes those
+// leases, in one transaction that locks the rows before it reads them.
+func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (used int64, raised []driver.RaisedLease, err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if floor == 0 {
+		if err := tx.QueryRowContext(ctx, d.q["lease_raise_floor"]).Scan(&floor); err != nil {
+			return 0, nil, err
+		}
+	}
+	rows, err := tx.QueryContext(ctx, d.q["lease_raise_lock"], floor)
+	if err != nil {
+		return 0, nil, err
+	}
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			rows.Close()
+			return 0, nil, err
+		}
+		raised = append(raised, driver.RaisedLease{Lease: l, NewFence: floor})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, nil, err
+	}
+	for _, r := range raised {
+		res, err := tx.ExecContext(ctx, d.q["lease_raise"], floor, r.Name, floor)
+		if err != nil {
+			return 0, nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return 0, nil, fmt.Errorf("mysql: raise %q: %d rows changed (%v), want 1", r.Name, n, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, nil, afterWrite(err)
+	}
+	return floor, raised, nil
+}

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,77 +94,138 @@ func TestNowIsUnixMillisInEveryTimeZone(t *testing.T) {
 	}
 }
 
+// Both acquire paths (MariaDB's RETURNING and MySQL 8's insert id, which
+// MariaDB runs as well) through every state; a new fence is max(old + 1,
+// the database clock in microseconds), so it is checked against the clock
+// read before the call and against the fence before it.
 func TestAcquireLifecycle(t *testing.T) {
-	forEachHandle(t, func(t *testing.T, d *Driver) {
-		ctx := ctxT(t)
-		acq := func(owner string, ttl int64) driver.AcquireResult {
-			t.Helper()
-			r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner, TTLMs: ttl})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
+	for _, path := range []struct {
+		name string
+		mode int32
+	}{{"returning", returningYes}, {"insert-id", returningNo}} {
+		t.Run(path.name, func(t *testing.T) {
+			forEachHandle(t, func(t *testing.T, d *Driver) {
+				if path.mode == returningYes {
+					if ok, err := d.hasReturning(ctxT(t)); err != nil || !ok {
+						t.Skipf("the server has no INSERT ... RETURNING (%v)", err)
+					}
+				}
+				d.returning.Store(path.mode)
+				acquireLifecycle(t, d)
+			})
+		})
+	}
+}
+
+func acquireLifecycle(t *testing.T, d *Driver) {
+	ctx := ctxT(t)
+	acq := func(owner string, ttl int64) driver.AcquireResult {
+		t.Helper()
+		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner, TTLMs: ttl})
+		if err != nil {
+			t.Fatal(err)
 		}
-		// absent -> fence 1
-		r := acq("A", 60_000)
-		if !r.Acquired || r.Fence != 1 {
-			t.Fatalf("absent: %+v", r)
+		return r
+	}
+	newFence := func(what string, f, prev, nowMs int64) {
+		t.Helper()
+		if f <= prev || f < nowMs*1000 {
+			t.Fatalf("%s: fence %d, want above %d and at least the clock %d µs", what, f, prev, nowMs*1000)
 		}
-		a := driver.TokenParams{Name: "job", Owner: "A", Fence: 1}
-		// held -> not acquired, holder reported, nothing changed
-		r = acq("B", 60_000)
-		if r.Acquired || r.Holder == nil || r.Holder.Owner != "A" || r.Holder.Fence != 1 || r.Holder.LeasedUntilMs <= r.Holder.NowMs {
-			t.Fatalf("held: %+v holder %+v", r, r.Holder)
-		}
-		if r.Holder.LeasedUntilMs-r.Holder.NowMs > 60_000 || r.Holder.LeasedUntilMs-r.Holder.NowMs < 59_000 {
-			t.Errorf("held: remaining %d ms, want about 60000", r.Holder.LeasedUntilMs-r.Holder.NowMs)
-		}
-		// the same owner asking again is refused too: acquisition is not renewal
-		if r = acq("A", 60_000); r.Acquired {
-			t.Fatalf("re-acquire by the holder succeeded: %+v", r)
-		}
-		if ok, _ := d.LeaseIsHeld(ctx, a); !ok {
-			t.Fatal("a refused acquire disturbed the holder")
-		}
-		// released -> fence 2
-		if ok, err := d.LeaseRelease(ctx, a); err != nil || !ok {
-			t.Fatalf("release: %v %v", ok, err)
-		}
-		l, _, _ := d.LeaseGet(ctx, "job")
-		if l.State != driver.StateReleased || l.LeasedUntilMs != 0 || l.Owner != "A" || l.Fence != 1 {
-			t.Fatalf("after release: %+v", l)
-		}
-		if r = acq("B", 100); !r.Acquired || r.Fence != 2 {
-			t.Fatalf("after release: %+v", r)
-		}
-		// expired by the database clock -> fence 3
-		time.Sleep(200 * time.Millisecond)
-		if r = acq("C", 60_000); !r.Acquired || r.Fence != 3 {
-			t.Fatalf("after expiry: %+v", r)
-		}
-		l, _, _ = d.LeaseGet(ctx, "job")
-		if l.Owner != "C" || l.State != driver.StateHeld || l.AcquiredAtMs != l.UpdatedAtMs || l.LeasedUntilMs != l.AcquiredAtMs+60_000 {
-			t.Fatalf("after takeover: %+v", l)
-		}
-		// revoked -> the revoke takes fence 4, the next acquisition 5
-		f, ok, err := d.LeaseRevoke(ctx, "job")
-		if err != nil || !ok || f != 4 {
-			t.Fatalf("revoke: %d %v %v", f, ok, err)
-		}
-		l, _, _ = d.LeaseGet(ctx, "job")
-		if l.State != driver.StateRevoked || l.Owner != "" || l.Fence != 4 || l.LeasedUntilMs != 0 {
-			t.Fatalf("after revoke: %+v", l)
-		}
-		if ok, _ := d.LeaseIsHeld(ctx, driver.TokenParams{Name: "job", Owner: "C", Fence: 3}); ok {
-			t.Fatal("revoked token still held")
-		}
-		if r = acq("D", 60_000); !r.Acquired || r.Fence != 5 {
-			t.Fatalf("after revoke: %+v", r)
-		}
-		if _, ok, err := d.LeaseRevoke(ctx, "nope"); ok || err != nil {
-			t.Fatalf("revoke of a missing lease: %v %v", ok, err)
-		}
-	})
+	}
+	// absent -> the clock floor
+	before := now(t, d)
+	r := acq("A", 60_000)
+	if !r.Acquired {
+		t.Fatalf("absent: %+v", r)
+	}
+	newFence("absent", r.Fence, 0, before)
+	a := driver.TokenParams{Name: "job", Owner: "A", Fence: r.Fence}
+	// held -> not acquired, holder reported, nothing changed
+	r = acq("B", 60_000)
+	if r.Acquired || r.Holder == nil || r.Holder.Owner != "A" || r.Holder.Fence != a.Fence || r.Holder.LeasedUntilMs <= r.Holder.NowMs {
+		t.Fatalf("held: %+v holder %+v", r, r.Holder)
+	}
+	if r.Holder.LeasedUntilMs-r.Holder.NowMs > 60_000 || r.Holder.LeasedUntilMs-r.Holder.NowMs < 59_000 {
+		t.Errorf("held: remaining %d ms, want about 60000", r.Holder.LeasedUntilMs-r.Holder.NowMs)
+	}
+	// the same owner asking again is refused too: acquisition is not renewal
+	if r = acq("A", 60_000); r.Acquired {
+		t.Fatalf("re-acquire by the holder succeeded: %+v", r)
+	}
+	if ok, _ := d.LeaseIsHeld(ctx, a); !ok {
+		t.Fatal("a refused acquire disturbed the holder")
+	}
+	// released -> above A's
+	if ok, err := d.LeaseRelease(ctx, a); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	l, _, _ := d.LeaseGet(ctx, "job")
+	if l.State != driver.StateReleased || l.LeasedUntilMs != 0 || l.Owner != "A" || l.Fence != a.Fence {
+		t.Fatalf("after release: %+v", l)
+	}
+	before = now(t, d)
+	if r = acq("B", 100); !r.Acquired {
+		t.Fatalf("after release: %+v", r)
+	}
+	newFence("after release", r.Fence, a.Fence, before)
+	b := r.Fence
+	// expired by the database clock -> above B's
+	time.Sleep(200 * time.Millisecond)
+	before = now(t, d)
+	if r = acq("C", 60_000); !r.Acquired {
+		t.Fatalf("after expiry: %+v", r)
+	}
+	newFence("after expiry", r.Fence, b, before)
+	c := r.Fence
+	l, _, _ = d.LeaseGet(ctx, "job")
+	if l.Owner != "C" || l.Fence != c || l.State != driver.StateHeld || l.AcquiredAtMs != l.UpdatedAtMs || l.LeasedUntilMs != l.AcquiredAtMs+60_000 {
+		t.Fatalf("after takeover: %+v", l)
+	}
+	// revoked -> the revoke takes a fence of its own, the next acquisition
+	// one above it
+	before = now(t, d)
+	f, ok, err := d.LeaseRevoke(ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("revoke: %d %v %v", f, ok, err)
+	}
+	newFence("revoke", f, c, before)
+	l, _, _ = d.LeaseGet(ctx, "job")
+	if l.State != driver.StateRevoked || l.Owner != "" || l.Fence != f || l.LeasedUntilMs != 0 {
+		t.Fatalf("after revoke: %+v", l)
+	}
+	if ok, _ := d.LeaseIsHeld(ctx, driver.TokenParams{Name: "job", Owner: "C", Fence: c}); ok {
+		t.Fatal("revoked token still held")
+	}
+	before = now(t, d)
+	if r = acq("D", 60_000); !r.Acquired {
+		t.Fatalf("after revoke: %+v", r)
+	}
+	newFence("after revoke", r.Fence, f, before)
+	// A fence already above the clock (a raise ahead of it, or a burst)
+	// continues at +1: the floor never lowers a fence.
+	ahead := (before + 3_600_000) * 1000
+	if _, err := d.db.ExecContext(ctx, "UPDATE "+d.prefix+"leases SET fence_token = ?, leased_until_ms = 0 WHERE lease_name = 'job'", ahead); err != nil {
+		t.Fatal(err)
+	}
+	if r = acq("E", 60_000); !r.Acquired || r.Fence != ahead+1 {
+		t.Fatalf("fence ahead of the clock: %+v, want fence %d", r, ahead+1)
+	}
+	if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != ahead+2 {
+		t.Fatalf("revoke of a fence ahead of the clock: %d %v %v, want %d", f, ok, err, ahead+2)
+	}
+	if _, ok, err := d.LeaseRevoke(ctx, "nope"); ok || err != nil {
+		t.Fatalf("revoke of a missing lease: %v %v", ok, err)
+	}
+}
+
+func now(t testing.TB, d *Driver) int64 {
+	t.Helper()
+	n, err := d.Now(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // Lease names compare byte-wise: case, trailing spaces and Unicode
@@ -171,8 +234,9 @@ func TestLeaseNamesAreBytes(t *testing.T) {
 	forEachHandle(t, func(t *testing.T, d *Driver) {
 		names := []string{"job", "Job", "JOB", "job ", " job", "job  ", "caf\u00e9", "cafe\u0301", "\U0001F600", strings.Repeat("x", 191)}
 		for _, n := range names {
-			if tok := mustAcquire(t, d, n, "o", 60_000); tok.Fence != 1 {
-				t.Errorf("%q: fence %d, want 1 (collided with another name)", n, tok.Fence)
+			tok := mustAcquire(t, d, n, "o", 60_000)
+			if l, ok, err := d.LeaseGet(ctxT(t), n); err != nil || !ok || l.Fence != tok.Fence {
+				t.Errorf("%q: reads back as %+v %v %v, want fence %d (collided with another name)", n, l, ok, err, tok.Fence)
 			}
 		}
 		ls, _, err := d.LeaseList(ctxT(t))
@@ -286,7 +350,7 @@ func TestExpiryByDatabaseClock(t *testing.T) {
 			if l.State != driver.StateHeld || l.LeasedUntilMs > l.NowMs {
 				t.Errorf("ttl %d: expired row %+v", ttl, l)
 			}
-			if b := mustAcquire(t, d, name, "B", 60_000); b.Fence != a.Fence+1 {
+			if b := mustAcquire(t, d, name, "B", 60_000); b.Fence <= a.Fence {
 				t.Errorf("ttl %d: takeover fence %d", ttl, b.Fence)
 			}
 		}
@@ -500,13 +564,10 @@ func TestContendedAcquire(t *testing.T) {
 			}
 			wg.Wait()
 			l, _, _ := d.LeaseGet(ctx, "hot")
-			if int64(len(winners)) != l.Fence {
-				t.Errorf("%d winners but the fence is at %d", len(winners), l.Fence)
-			}
-			for f := int64(1); f <= l.Fence; f++ {
-				if _, ok := winners[f]; !ok {
-					t.Errorf("fence %d was never handed out", f)
-				}
+			// Fences are not contiguous (each is at least the clock in µs),
+			// so "none lost" is: the row ends at the last fence handed out.
+			if top := slices.Max(slices.Collect(maps.Keys(winners))); l.Fence != top {
+				t.Errorf("%d winners, the last fence handed out %d, but the row has fence %d", len(winners), top, l.Fence)
 			}
 			t.Logf("%s: %d acquisitions of %d attempts; %d deadlocks retried", mode, len(winners), workers*rounds, deadlocks.Load()-deadlocksBefore)
 		})
@@ -658,9 +719,10 @@ func TestTriggersDoNotHideReturnedValues(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		before := now(t, d)
 		a := mustAcquire(t, d, "job", "A", 60_000)
-		if a.Fence != 1 {
-			t.Fatalf("insert: fence %d", a.Fence)
+		if a.Fence < before*1000 {
+			t.Fatalf("insert: fence %d below the clock %d µs", a.Fence, before*1000)
 		}
 		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: "B", TTLMs: 60_000})
 		if err != nil || r.Acquired || r.Holder == nil || r.Holder.Owner != "A" {
@@ -671,11 +733,12 @@ func TestTriggersDoNotHideReturnedValues(t *testing.T) {
 			t.Fatalf("renew: %+v %v", rr, err)
 		}
 		time.Sleep(150 * time.Millisecond)
-		if b := mustAcquire(t, d, "job", "B", 60_000); b.Fence != 2 {
-			t.Fatalf("takeover: fence %d", b.Fence)
+		b := mustAcquire(t, d, "job", "B", 60_000)
+		if b.Fence <= a.Fence {
+			t.Fatalf("takeover: fence %d after %d", b.Fence, a.Fence)
 		}
-		if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != 3 {
-			t.Fatalf("revoke: %d %v %v", f, ok, err)
+		if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f <= b.Fence {
+			t.Fatalf("revoke: %d %v %v after %d", f, ok, err, b.Fence)
 		}
 		c := mustAcquire(t, d, "job", "C", 60_000)
 		id1, ok, err := d.RunStart(ctx, driver.StartRunParams{Token: c})

@@ -66,6 +66,10 @@ var queries embed.FS
 // DATETIMEs is plain arithmetic, so no time zone conversion is involved.
 const nowMs = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
 
+// floorUs is the statement's start in Unix microseconds: the floor below
+// which no new fence goes (docs/adr/0004-fence-floor.md).
+const floorUs = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+
 // execNowMs is the time the expression is evaluated, in Unix milliseconds.
 // SYSDATE() is execution time but in the session time zone, so it is taken
 // as an offset from the statement start: NOW(6) and UTC_TIMESTAMP(6) are the
@@ -127,7 +131,7 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 }
 
 func (d *Driver) expand(s string) string {
-	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", nowMs, "{{exec_now}}", execNowMs).Replace(s)
+	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", nowMs, "{{exec_now}}", execNowMs, "{{floor_us}}", floorUs).Replace(s)
 }
 
 // stripComments drops "--" comment lines. They would travel with every

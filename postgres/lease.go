@@ -177,3 +177,41 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 	}
 	return fence, true, nil
 }
+
+// LeaseRaiseFences moves every fence below floor up to it and revokes those
+// leases, in one statement (queries/lease_raise.sql).
+func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []driver.RaisedLease, error) {
+	rows, err := d.c.query(ctx, d.q.raise, floor)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	var (
+		used int64
+		out  []driver.RaisedLease
+	)
+	for rows.Next() {
+		var (
+			now                                     int64
+			name, owner, state                      sql.NullString
+			fence, until, acquiredAt, updatedAt, to sql.NullInt64
+		)
+		if err := rows.Scan(&used, &now, &name, &owner, &fence, &state, &until, &acquiredAt, &updatedAt, &to); err != nil {
+			return 0, nil, err
+		}
+		if !name.Valid { // nothing was below the floor
+			continue
+		}
+		out = append(out, driver.RaisedLease{
+			Lease: driver.Lease{
+				Name: name.String, Owner: owner.String, Fence: fence.Int64, State: state.String,
+				LeasedUntilMs: until.Int64, AcquiredAtMs: acquiredAt.Int64, UpdatedAtMs: updatedAt.Int64, NowMs: now,
+			},
+			NewFence: to.Int64,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, err
+	}
+	return used, out, nil
+}

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -16,17 +18,21 @@ func TestAcquireLifecycle(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(t)
 
-	// Absent: inserted with fence 1, for exactly the TTL of one instant.
+	// Absent: inserted at the database clock in microseconds (the floor
+	// below which no new fence goes), for exactly the TTL of one instant.
 	a := owner(t)
+	before := now(t, d)
 	r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: a, TTLMs: 60_000})
-	if err != nil || !r.Acquired || r.Fence != 1 || r.Holder != nil {
+	if err != nil || !r.Acquired || r.Holder != nil {
 		t.Fatalf("acquire absent = %+v, %v", r, err)
 	}
+	newFence(t, "absent", r.Fence, 0, before)
+	t1 := r.Fence
 	if r.LeasedUntilMs-r.NowMs != 60_000 {
 		t.Errorf("leased_until - now = %d, want the TTL", r.LeasedUntilMs-r.NowMs)
 	}
 	l := mustGet(t, d, "job")
-	if l.Owner != a || l.Fence != 1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
+	if l.Owner != a || l.Fence != t1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
 		l.AcquiredAtMs != r.NowMs || l.UpdatedAtMs != r.NowMs || l.NowMs < r.NowMs {
 		t.Errorf("row after acquire = %+v (result %+v)", l, r)
 	}
@@ -39,36 +45,48 @@ func TestAcquireLifecycle(t *testing.T) {
 			t.Fatalf("acquire held = %+v, %v", r, err)
 		}
 		h := r.Holder
-		if h == nil || h.Name != "job" || h.Owner != a || h.Fence != 1 || h.State != driver.StateHeld ||
+		if h == nil || h.Name != "job" || h.Owner != a || h.Fence != t1 || h.State != driver.StateHeld ||
 			h.LeasedUntilMs != l.LeasedUntilMs || h.AcquiredAtMs != l.AcquiredAtMs || h.NowMs != r.NowMs || h.NowMs >= h.LeasedUntilMs {
 			t.Fatalf("holder = %+v", h)
 		}
 	}
 
 	// Released: the row stays and the next acquisition continues the fence.
-	if ok, err := d.LeaseRelease(ctx, tokenParams("job", a, 1)); err != nil || !ok {
+	if ok, err := d.LeaseRelease(ctx, tokenParams("job", a, t1)); err != nil || !ok {
 		t.Fatalf("release = %v, %v", ok, err)
 	}
+	before = now(t, d)
 	t2 := acquire(t, d, "job", time.Minute)
-	if t2.Fence != 2 {
-		t.Fatalf("fence after release = %d, want 2", t2.Fence)
-	}
+	newFence(t, "after release", t2.Fence, t1, before)
 
 	// Revoked: revoke bumps the fence, the next acquisition bumps it again.
-	if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != 3 {
-		t.Fatalf("revoke = %d, %v, %v", f, ok, err)
+	before = now(t, d)
+	f3, ok, err := d.LeaseRevoke(ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("revoke = %d, %v, %v", f3, ok, err)
 	}
+	newFence(t, "revoke", f3, t2.Fence, before)
+	before = now(t, d)
 	t4 := acquire(t, d, "job", 100*time.Millisecond)
-	if t4.Fence != 4 {
-		t.Fatalf("fence after revoke = %d, want 4", t4.Fence)
-	}
+	newFence(t, "after revoke", t4.Fence, f3, before)
 
 	// Expired by the database clock: taken over by someone else.
 	time.Sleep(150 * time.Millisecond)
+	before = now(t, d)
 	t5 := acquire(t, d, "job", time.Minute)
-	if t5.Fence != 5 {
-		t.Fatalf("fence after expiry = %d, want 5", t5.Fence)
+	newFence(t, "after expiry", t5.Fence, t4.Fence, before)
+
+	// A fence already above the clock (after a raise ahead of it) goes on
+	// at +1: the floor never lowers a fence.
+	ahead := (before + 3_600_000) * 1000
+	d.execT(t, `UPDATE {{prefix}}leases SET fence_token = $1, leased_until_ms = 0 WHERE lease_name = 'job'`, ahead)
+	if t6 := acquire(t, d, "job", time.Minute); t6.Fence != ahead+1 {
+		t.Fatalf("fence after %d = %d, want +1", ahead, t6.Fence)
 	}
+	if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != ahead+2 {
+		t.Fatalf("revoke after %d = %d, %v, %v; want +1", ahead+1, f, ok, err)
+	}
+	t5 = acquire(t, d, "job", time.Minute)
 	l = mustGet(t, d, "job")
 	if l.Owner != t5.Owner || l.State != driver.StateHeld {
 		t.Errorf("row after takeover = %+v", l)
@@ -222,7 +240,7 @@ func TestExpiryByDatabaseClock(t *testing.T) {
 		t.Errorf("expired row = %+v", l)
 	}
 	// The expired holder's row is not the holder of a refused acquire.
-	if r := mustAcquire(t, d, "job"); r.Fence != tok.Fence+1 {
+	if r := mustAcquire(t, d, "job"); r.Fence <= tok.Fence {
 		t.Errorf("takeover fence = %d", r.Fence)
 	}
 }
@@ -294,7 +312,7 @@ func TestRevoke(t *testing.T) {
 	}
 	tok := acquire(t, d, "job", time.Minute)
 	f, ok, err := d.LeaseRevoke(ctx, "job")
-	if err != nil || !ok || f != tok.Fence+1 {
+	if err != nil || !ok || f <= tok.Fence {
 		t.Fatalf("revoke = %d, %v, %v", f, ok, err)
 	}
 	l := mustGet(t, d, "job")
@@ -308,11 +326,12 @@ func TestRevoke(t *testing.T) {
 		t.Error("revoked token renewed")
 	}
 	// The revoked generation's number is never handed out.
-	if f2, _, _ := d.LeaseRevoke(ctx, "job"); f2 != f+1 {
-		t.Errorf("second revoke = %d", f2)
+	f2, _, _ := d.LeaseRevoke(ctx, "job")
+	if f2 <= f {
+		t.Errorf("second revoke = %d after %d", f2, f)
 	}
-	if t2 := mustAcquire(t, d, "job"); t2.Fence != f+2 {
-		t.Errorf("acquire after revokes = %d, want %d", t2.Fence, f+2)
+	if t2 := mustAcquire(t, d, "job"); t2.Fence <= f2 {
+		t.Errorf("acquire after revokes = %d, want above %d", t2.Fence, f2)
 	}
 }
 
@@ -340,7 +359,7 @@ func TestGetAndList(t *testing.T) {
 		t.Fatalf("list has %d rows", len(ls))
 	}
 	for i, l := range ls {
-		if l.Name != names[i] || l.NowMs != now || l.Fence != 1 || l.LeasedUntilMs <= now {
+		if l.Name != names[i] || l.NowMs != now || l.Fence <= 0 || l.LeasedUntilMs <= now {
 			t.Errorf("list[%d] = %+v, want %q at %d", i, l, names[i], now)
 		}
 	}
@@ -494,7 +513,7 @@ func TestTakeoverWaitsForFencedTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if aerr != nil || !r.Acquired || r.Fence != tok.Fence+1 {
+	if aerr != nil || !r.Acquired || r.Fence <= tok.Fence {
 		t.Errorf("takeover after the fenced transaction = %+v, %v", r, aerr)
 	}
 }
@@ -534,20 +553,28 @@ func TestAcquireContention(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("round %d: acquire error: %v", round, err)
 		}
-		var winners []driver.AcquireResult
+		var (
+			winners []driver.AcquireResult
+			holders []int64
+		)
 		for r := range results {
 			if r.Acquired {
 				winners = append(winners, r)
-			} else if r.Holder != nil && r.Holder.Fence != fence+1 {
-				t.Errorf("round %d: holder reported with fence %d, want %d", round, r.Holder.Fence, fence+1)
+			} else if r.Holder != nil {
+				holders = append(holders, r.Holder.Fence)
 			}
 		}
 		if len(winners) != 1 {
 			t.Fatalf("round %d: %d winners: %+v", round, len(winners), winners)
 		}
-		fence++
-		if winners[0].Fence != fence {
-			t.Fatalf("round %d: winner fence %d, want %d", round, winners[0].Fence, fence)
+		if winners[0].Fence <= fence {
+			t.Fatalf("round %d: winner fence %d, not above %d", round, winners[0].Fence, fence)
+		}
+		fence = winners[0].Fence
+		for _, h := range holders {
+			if h != fence {
+				t.Errorf("round %d: holder reported with fence %d, want the winner's %d", round, h, fence)
+			}
 		}
 		l := mustGet(t, d, "hot")
 		if l.Fence != fence {
@@ -561,17 +588,18 @@ func TestAcquireContention(t *testing.T) {
 		case 1: // expire it by the database clock without waiting a TTL
 			d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = {{now_ms}} - 1 WHERE lease_name = 'hot'`)
 		case 2:
-			if _, _, err := d.LeaseRevoke(ctx, "hot"); err != nil {
+			f, _, err := d.LeaseRevoke(ctx, "hot")
+			if err != nil {
 				t.Fatal(err)
 			}
-			fence++
+			fence = f
 		}
 	}
 }
 
 // Free-for-all: clients acquire, check, renew and release as fast as they can.
-// Every fence is won by one client only, fences have no gaps, and no call
-// fails.
+// Every fence is won by one client only, the row ends at the last fence
+// won, and no call fails.
 func TestAcquireReleaseStorm(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -611,13 +639,8 @@ func TestAcquireReleaseStorm(t *testing.T) {
 	}
 	wg.Wait()
 	l := mustGet(t, d, "storm")
-	if int64(len(won)) != l.Fence {
-		t.Errorf("%d acquisitions but fence is %d", len(won), l.Fence)
-	}
-	for f := int64(1); f <= l.Fence; f++ {
-		if _, ok := won[f]; !ok {
-			t.Errorf("fence %d was never won", f)
-		}
+	if top := slices.Max(slices.Collect(maps.Keys(won))); l.Fence != top {
+		t.Errorf("%d acquisitions, the last fence won %d, but the row has fence %d", len(won), top, l.Fence)
 	}
 	t.Logf("%d acquisitions among %d clients × %d attempts", len(won), clients, attempts)
 }
@@ -633,19 +656,23 @@ func TestAcquireRaceJudgesLatestRow(t *testing.T) {
 		name      string
 		prepare   func(t *testing.T, d *Driver)
 		commit    bool
-		wantFence int64
+		wantTaken bool
 	}{
-		{"absent/committed", func(*testing.T, *Driver) {}, true, 0},
-		{"absent/rolled back", func(*testing.T, *Driver) {}, false, 1},
-		{"expired/committed", expireAfterAcquire, true, 0},
-		{"expired/rolled back", expireAfterAcquire, false, 2},
-		{"released/committed", releaseAfterAcquire, true, 0},
+		{"absent/committed", func(*testing.T, *Driver) {}, true, false},
+		{"absent/rolled back", func(*testing.T, *Driver) {}, false, true},
+		{"expired/committed", expireAfterAcquire, true, false},
+		{"expired/rolled back", expireAfterAcquire, false, true},
+		{"released/committed", releaseAfterAcquire, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			d := newDriver(t)
 			tc.prepare(t, d)
+			prev, _, err := d.LeaseGet(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
 			tx, err := d.db.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -677,12 +704,12 @@ func TestAcquireRaceJudgesLatestRow(t *testing.T) {
 			if aerr != nil {
 				t.Fatalf("racing acquire: %v", aerr)
 			}
-			if tc.wantFence == 0 {
+			if !tc.wantTaken {
 				if r.Acquired || r.Holder != nil {
 					t.Errorf("racing acquire = %+v (holder %+v); want refused, holder unknown", r, r.Holder)
 				}
-			} else if !r.Acquired || r.Fence != tc.wantFence {
-				t.Errorf("racing acquire = %+v; want fence %d", r, tc.wantFence)
+			} else if !r.Acquired || r.Fence <= prev.Fence {
+				t.Errorf("racing acquire = %+v; want a fence above the row's %d before the race", r, prev.Fence)
 			}
 		})
 	}
@@ -698,4 +725,22 @@ func releaseAfterAcquire(t *testing.T, d *Driver) {
 	if ok, err := d.LeaseRelease(context.Background(), tok); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
+}
+
+// newFence fails unless f is a new fence: above prev and at least the
+// database clock in microseconds read (as ms) before the call that made it.
+func newFence(t testing.TB, what string, f, prev, beforeMs int64) {
+	t.Helper()
+	if f <= prev || f < beforeMs*1000 {
+		t.Fatalf("%s: fence %d, want above %d and at least the clock %d µs", what, f, prev, beforeMs*1000)
+	}
+}
+
+func now(t testing.TB, d *Driver) int64 {
+	t.Helper()
+	n, err := d.Now(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

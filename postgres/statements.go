@@ -21,7 +21,8 @@ var Migrations embed.FS
 // them: now_ms.sql, the database clock in milliseconds; guard.sql, the
 // fence predicate, whose {{name}}, {{owner}} and {{fence}} become numbered
 // placeholders (a query that says {{guard}} binds the token as $1, $2, $3);
-// and notify.sql, the release notification of lease l (handoff.go).
+// floor_us.sql, the database clock in microseconds, below which no new fence
+// goes (docs/adr/0004-fence-floor.md); and notify.sql, the release notification of lease l (handoff.go).
 //
 //go:embed queries/*.sql fragments/*.sql
 var sqlFiles embed.FS
@@ -83,7 +84,7 @@ func renderMigrations(prefix string) ([]Migration, error) {
 
 // statements is every statement of the driver, rendered for one prefix.
 type statements struct {
-	acquire, renew, renewBatch, release, isHeld, get, list, revoke, now, lockTx string
+	acquire, renew, renewBatch, release, isHeld, get, list, revoke, raise, now, lockTx string
 
 	runStart, runFinish, runMarkLost, runSweep, runGet, runList string
 
@@ -108,6 +109,10 @@ func loadStatements(prefix string) (*statements, error) {
 	if err != nil {
 		return nil, err
 	}
+	floorUs, err := fragment("floor_us")
+	if err != nil {
+		return nil, err
+	}
 	s := &statements{guardTemplate: guard, nowMs: nowMs}
 	for _, f := range []struct {
 		file string
@@ -121,6 +126,7 @@ func loadStatements(prefix string) (*statements, error) {
 		{"lease_get", &s.get},
 		{"lease_list", &s.list},
 		{"lease_revoke", &s.revoke},
+		{"lease_raise", &s.raise},
 		{"now", &s.now},
 		{"lock_tx", &s.lockTx},
 		{"run_start", &s.runStart},
@@ -139,7 +145,7 @@ func loadStatements(prefix string) (*statements, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		text := strings.NewReplacer("{{guard}}", s.guard(1), "{{notify}}", notify).Replace(string(b))
+		text := strings.NewReplacer("{{guard}}", s.guard(1), "{{notify}}", notify, "{{floor_us}}", floorUs).Replace(string(b))
 		if *f.dst, err = expand(stripComments(text), prefix, nowMs); err != nil {
 			return nil, fmt.Errorf("postgres: queries/%s.sql: %w", f.file, err)
 		}

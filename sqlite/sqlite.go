@@ -53,6 +53,12 @@ var queries embed.FS
 // for the duration of one statement.
 const now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 
+// floorUs is the database clock in integer microseconds, the floor below
+// which no new fence goes (docs/adr/0004-fence-floor.md). SQLite's clock has
+// millisecond resolution, so it is now times 1000: within one millisecond
+// successive fences are floor+1, floor+2, ...
+const floorUs = "(" + now + " * 1000)"
+
 var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 
 // Open opens a SQLite database file (":memory:" for a private in-memory one)
@@ -168,7 +174,7 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 }
 
 func (d *Driver) expand(s string) string {
-	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", now).Replace(s)
+	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", now, "{{floor_us}}", floorUs).Replace(s)
 }
 
 // Dialect returns "sqlite".
@@ -586,3 +592,51 @@ func scanRun(s scanner) (driver.Run, error) {
 
 // NowSQL returns the database clock in milliseconds as an SQL expression.
 func (d *Driver) NowSQL() string { return now }
+
+// LeaseRaiseFences moves every fence below floor up to it and revokes those
+// leases, in one write transaction: the rows read are the rows changed.
+func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []driver.RaisedLease, error) {
+	var raised []driver.RaisedLease
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		raised = raised[:0]
+		// The UPDATE comes last but the SELECT must not run before this
+		// transaction holds the write lock, or a writer could slip in
+		// between; a handle from Open begins IMMEDIATE, and this
+		// no-op write takes the lock on any other handle.
+		if _, err := tx.ExecContext(ctx, d.q["lease_raise"], 0); err != nil {
+			return err
+		}
+		if floor == 0 {
+			if err := tx.QueryRowContext(ctx, d.q["lease_raise_floor"]).Scan(&floor); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.QueryContext(ctx, d.q["lease_raise_lock"], floor)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			l, err := scanLease(rows)
+			if err != nil {
+				return err
+			}
+			raised = append(raised, driver.RaisedLease{Lease: l, NewFence: floor})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		n, err := tx.ExecContext(ctx, d.q["lease_raise"], floor)
+		if err != nil {
+			return err
+		}
+		if c, err := n.RowsAffected(); err != nil || c != int64(len(raised)) {
+			return fmt.Errorf("sqlite: raise changed %d rows (%v), read %d", c, err, len(raised))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return floor, raised, nil
+}

@@ -150,6 +150,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.leasesCmd(),
 		a.runsCmd(),
 		a.releaseCmd(),
+		a.raiseFencesCmd(),
 		a.demoCmd(),
 		a.versionCmd(),
 		a.serveCmd(),

@@ -69,6 +69,13 @@ type AcquireResult struct {
 	Holder        *Lease
 }
 
+// RaisedLease is a lease row as it was before LeaseRaiseFences moved its
+// fence to NewFence and revoked it.
+type RaisedLease struct {
+	Lease
+	NewFence int64
+}
+
 // RenewResult says whether the renewal matched a valid lease.
 type RenewResult struct {
 	Renewed       bool
@@ -142,6 +149,11 @@ type Driver interface {
 	// LeaseRevoke bumps the fence of an existing lease and clears its owner.
 	// ok is false when there is no such lease.
 	LeaseRevoke(ctx context.Context, name string) (newFence int64, ok bool, err error)
+	// LeaseRaiseFences sets the fence of every lease whose fence is below
+	// floor to floor and revokes it, in one transaction; floor 0 means the
+	// database clock in microseconds. It returns the floor used and the rows
+	// as they were before, ordered by name.
+	LeaseRaiseFences(ctx context.Context, floor int64) (used int64, raised []RaisedLease, err error)
 	// Now returns the database clock.
 	Now(ctx context.Context) (int64, error)
 

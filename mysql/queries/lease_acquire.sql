@@ -1,13 +1,19 @@
 -- One statement, one round trip. The new fence comes back as the insert id
 -- (MySQL has no RETURNING; MariaDB's would not give one path for both):
 --
---   inserted:    LAST_INSERT_ID(1) in VALUES           -> insert id 1
---   taken over:  LAST_INSERT_ID(fence_token + 1)       -> insert id = new fence
---   held:        fence_token + LAST_INSERT_ID(0)       -> insert id 0
+--   inserted:    LAST_INSERT_ID({{floor_us}}) in VALUES -> insert id = floor
+--   taken over:  LAST_INSERT_ID(GREATEST(fence_token + 1, {{floor_us}}))
+--                                                       -> insert id = new fence
+--   held:        fence_token + LAST_INSERT_ID(0)        -> insert id 0
+--
+-- {{floor_us}} is the statement's start in microseconds: no new fence is
+-- below the database clock, so a lease table restored from an older dump
+-- still hands out fences above every fence handed out before the restore
+-- (docs/adr/0004-fence-floor.md). It is never 0, so 0 still means "held".
 --
 -- The VALUES list is evaluated even when the row exists, so without the
--- LAST_INSERT_ID(0) on the held path the insert id would still be 1 from
--- VALUES and a held lease would read as "acquired with fence 1" (measured on
+-- LAST_INSERT_ID(0) on the held path the insert id would still be the floor
+-- from VALUES and a held lease would read as "acquired" (measured on
 -- MariaDB 10.11). The affected-row count cannot tell either: it is 1 for an
 -- insert and, with CLIENT_FOUND_ROWS, also 1 for the unchanged held row.
 -- MySQL 8 reports the last LAST_INSERT_ID(expr) of the statement in the OK
@@ -30,10 +36,10 @@
 -- (SYSDATE() would change between the IFs.)
 INSERT INTO {{prefix}}leases
     (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count)
-VALUES (?, ?, LAST_INSERT_ID(1), 'held', {{now}} + ?, {{now}}, {{now}}, 0)
+VALUES (?, ?, LAST_INSERT_ID({{floor_us}}), 'held', {{now}} + ?, {{now}}, {{now}}, 0)
 ON DUPLICATE KEY UPDATE
     owner_token     = IF(leased_until_ms <= {{now}}, ?, owner_token),
-    fence_token     = IF(leased_until_ms <= {{now}}, LAST_INSERT_ID(fence_token + 1), fence_token + LAST_INSERT_ID(0)),
+    fence_token     = IF(leased_until_ms <= {{now}}, LAST_INSERT_ID(GREATEST(fence_token + 1, {{floor_us}})), fence_token + LAST_INSERT_ID(0)),
     state           = IF(leased_until_ms <= {{now}}, 'held', state),
     acquired_at_ms  = IF(leased_until_ms <= {{now}}, {{now}}, acquired_at_ms),
     updated_at_ms   = IF(leased_until_ms <= {{now}}, {{now}}, updated_at_ms),

@@ -3,7 +3,7 @@
 -- same round trip as a successful one. RETURNING sees the row as the
 -- statement left it: the new generation, or the holder's unchanged row.
 -- LAST_INSERT_ID() there is this statement's value of the session's insert
--- id: 1 (inserted), the new fence (taken over) or 0 (held), measured on
+-- id: the new fence (inserted or taken over) or 0 (held), measured on
 -- MariaDB 10.11; a trigger on the table, which zeroes the insert id of the
 -- OK packet, does not touch it. {{now}} is the same statement-start instant
 -- as in the IFs.

@@ -16,8 +16,14 @@
 -- one the snapshot cannot see, and evaluates DO UPDATE's WHERE against it; so
 -- of two racing acquirers the second one waits, sees the winner's valid lease
 -- and updates nothing, without an error.
+--
+-- A new fence is max(old + 1, floor_us), the database clock in microseconds
+-- (docs/adr/0004-fence-floor.md): a lease table restored from an older dump
+-- still hands out fences above every fence handed out before the restore.
+-- The insert gets the floor alone, so a row deleted outside fence cannot
+-- restart the lease at a fence handed out before either.
 WITH clock AS (
-    SELECT {{now_ms}} AS now_ms
+    SELECT {{now_ms}} AS now_ms, {{floor_us}} AS floor_us
 ),
 cur AS (
     SELECT l.owner_token, l.fence_token, l.state, l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
@@ -27,12 +33,12 @@ cur AS (
 won AS (
     INSERT INTO {{prefix}}leases AS l
         (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count)
-    SELECT $1::text, $2::text, 1, 'held', clock.now_ms + $3::bigint, clock.now_ms, clock.now_ms, 0
+    SELECT $1::text, $2::text, clock.floor_us, 'held', clock.now_ms + $3::bigint, clock.now_ms, clock.now_ms, 0
     FROM clock
     WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.leased_until_ms > clock.now_ms)
     ON CONFLICT (lease_name) DO UPDATE SET
         owner_token     = EXCLUDED.owner_token,
-        fence_token     = l.fence_token + 1,
+        fence_token     = GREATEST(l.fence_token + 1, EXCLUDED.fence_token),
         state           = 'held',
         leased_until_ms = EXCLUDED.leased_until_ms,
         acquired_at_ms  = EXCLUDED.acquired_at_ms,
