@@ -108,13 +108,14 @@ run "naive release deletes the row"    fail monotonic "-DNAIVE_DELETE -DNO_REVOK
 # replica) up to twice, while a downstream checker accepts fences. The floor
 # rule, fence = max(fence + 1, clock), must keep every property; the old
 # fence + 1 rule held without rollback and must fail with it; and the floor
-# rule must fail too when the clock goes back with the data, which shows
-# the model depends on the clock assumption (proof/README.md).
+# rule must fail too when either clock assumption of ADR 0004 is dropped:
+# the clock goes back with the data, or fences run ahead of a stalled clock.
 run "old rule fence+1, no rollback"    hold safety "-DPLUS_ONE -DNW=2 -DGMAX=5 -DTTL=2"
 run "floor rule, rollback x2"          hold safety "-DROLLBACK=2 -DNW=2 -DGMAX=3 -DTTL=2"
 run "old rule fence+1, rollback"       fail checker_unique "-DPLUS_ONE -DROLLBACK=1 -DNO_REVOKE -DNW=2 -DGMAX=3" -DBFS
 run "old rule fence+1, rollback (ids)" fail fence_unique "-DPLUS_ONE -DROLLBACK=1 -DNO_REVOKE -DNW=2 -DGMAX=3" -DBFS
 run "floor rule, clock goes back too"  fail checker_unique "-DCLOCK_BACK -DROLLBACK=1 -DNO_REVOKE -DNW=2 -DGMAX=3" -DBFS
+run "floor rule, clock stalls"         fail checker_unique "-DCLOCK_STALL -DROLLBACK=1 -DNO_REVOKE -DNW=2 -DGMAX=3" -DBFS
 
 total=$(($(now_ms) - total_start))
 # CPU time of everything this script ran (spin, cc, pan): the load-independent cost.

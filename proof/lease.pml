@@ -27,8 +27,10 @@
  *                   fence = max(fence + 1, the database clock).
  * Rollback (-DROLLBACK=n): the database goes back to an earlier state up to n
  * times (a restored dump, a promoted asynchronous replica), and a downstream
- * checker accepts fences. -DCLOCK_BACK: the clock goes back with the data
- * (the assumption the floor rule needs, removed).
+ * checker accepts fences. The floor rule's two clock assumptions (ADR 0004),
+ * each removed by a control: -DCLOCK_BACK, the clock goes back with the data
+ * (a); -DCLOCK_STALL, the clock need not move between two fences, so fences
+ * can run ahead of it (b).
  * Bounds: -DNW=2|3 workers, -DGMAX=n lease generations (acquisitions plus
  * revokes), -DTTL=n clock ticks, -DNO_REVOKE (no operator).
  *
@@ -151,7 +153,14 @@ bool c_dup;	/* it accepted a fence it had accepted from another owner */
 inline new_fence()
 {
 	iss_prev = maxf;
+#ifdef CLOCK_STALL
+	if			/* the clock may not have moved since the last fence */
+	:: clk++
+	:: skip
+	fi;
+#else
 	clk++;
+#endif
 #ifdef PLUS_ONE
 	l_fence++;
 #else
