@@ -63,8 +63,8 @@ func TestAmbiguousAcquireIsResolvedByOwner(t *testing.T) {
 
 	// Committed, reply lost: the row carries our owner, so we hold it.
 	l, err := s.Acquire(ctx, "a", time.Minute)
-	if err != nil || l.Token.Fence != 1 {
-		t.Fatalf("committed acquire with a lost reply: %+v %v", l, err)
+	if row, gerr := s.Get(ctx, "a"); err != nil || gerr != nil || l.Token.Fence != row.Fence || l.Token.Owner != row.Owner {
+		t.Fatalf("committed acquire with a lost reply: %+v %v; the row: %+v %v", l, err, row, gerr)
 	}
 	if ok, _ := s.IsHeld(ctx, l.Token); !ok {
 		t.Fatal("resolved token is not held")
@@ -125,19 +125,20 @@ func (d *heldThenDown) IsRetryable(err error) bool {
 func TestAcquireWaitKeepsLastHeld(t *testing.T) {
 	ctx := context.Background()
 	s := migratedSQLite(t, WithWaitBackoff(5*time.Millisecond, 20*time.Millisecond))
-	if _, err := s.Acquire(ctx, "a", time.Minute); err != nil {
+	first, err := s.Acquire(ctx, "a", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	fake := &heldThenDown{Driver: s.drv}
 	s.drv = fake
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	_, err := s.AcquireWait(wctx, "a", time.Minute)
+	_, err = s.AcquireWait(wctx, "a", time.Minute)
 	if fake.calls < 2 {
 		t.Fatalf("only %d attempts", fake.calls)
 	}
 	var held *HeldError
-	if !errors.Is(err, ErrHeld) || !errors.As(err, &held) || held.Fence != 1 || !errors.Is(err, errDial) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, ErrHeld) || !errors.As(err, &held) || held.Fence != first.Token.Fence || !errors.Is(err, errDial) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AcquireWait: %v", err)
 	}
 	t.Log(err)
@@ -148,12 +149,14 @@ func TestAcquireWaitKeepsLastHeld(t *testing.T) {
 type lostOnce struct {
 	driver.Driver
 	acquires, gets int
+	first          int64 // the fence the first, unanswered, acquire committed
 }
 
 func (d *lostOnce) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
 	d.acquires++
 	r, err := d.Driver.LeaseAcquire(ctx, p)
 	if d.acquires == 1 && err == nil {
+		d.first = r.Fence
 		return driver.AcquireResult{}, errConnReset
 	}
 	return r, err
@@ -191,8 +194,8 @@ func TestAcquireWaitAdoptsItsOwnLostAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AcquireWait after a lost answer: %v (attempts %d)", err, fake.acquires)
 	}
-	if fake.acquires != 2 || l.Token.Fence != 1 {
-		t.Fatalf("got fence %d after %d attempts, want the first attempt's fence 1 after 2", l.Token.Fence, fake.acquires)
+	if fake.acquires != 2 || fake.first == 0 || l.Token.Fence != fake.first {
+		t.Fatalf("got fence %d after %d attempts, want the first attempt's fence %d after 2", l.Token.Fence, fake.acquires, fake.first)
 	}
 	if l.ExpiresAt.IsZero() || time.Until(l.ExpiresAt) < 59*time.Minute {
 		t.Fatalf("adopted lease expires at %v", l.ExpiresAt)

@@ -133,7 +133,8 @@ func TestLeaseSpans(t *testing.T) {
 	if _, err := s.Exec(ctx, a.Token, update, "x", 999); !errors.Is(err, fence.ErrNoMatch) {
 		t.Fatalf("write of a missing row: %v", err)
 	}
-	if _, err := s.Revoke(ctx, "job"); err != nil {
+	rf, err := s.Revoke(ctx, "job")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Renew(ctx, a.Token, time.Minute); !errors.Is(err, fence.ErrLost) {
@@ -156,27 +157,27 @@ func TestLeaseSpans(t *testing.T) {
 	lease := fenceotel.AttrLease.String("job")
 	check(t, sr.Ended(),
 		want{name: "fence.acquire", attrs: attrs(fenceotel.AttrOp.String("acquire"), lease,
-			fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("ok"))},
+			fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 		want{name: "fence.acquire", attrs: attrs(lease, fenceotel.AttrOutcome.String("held"),
-			fenceotel.AttrHolderFence.Int64(1)), absent: []attribute.Key{fenceotel.AttrFence}},
+			fenceotel.AttrHolderFence.Int64(a.Token.Fence)), absent: []attribute.Key{fenceotel.AttrFence}},
 		want{name: "fence.renew", attrs: attrs(fenceotel.AttrOp.String("renew"), lease,
-			fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("ok"))},
+			fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 		want{name: "fence.fenced_write", attrs: attrs(fenceotel.AttrOp.String("fenced_write"), lease,
-			fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("ok"))},
+			fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 		want{name: "fence.fenced_write", attrs: attrs(lease, fenceotel.AttrOutcome.String("no_match")),
 			status: codes.Error, errors: 1},
-		want{name: "fence.revoke", attrs: attrs(lease, fenceotel.AttrFence.Int64(2), fenceotel.AttrOutcome.String("ok"))},
-		want{name: "fence.renew", attrs: attrs(lease, fenceotel.AttrFence.Int64(1),
+		want{name: "fence.revoke", attrs: attrs(lease, fenceotel.AttrFence.Int64(rf), fenceotel.AttrOutcome.String("ok"))},
+		want{name: "fence.renew", attrs: attrs(lease, fenceotel.AttrFence.Int64(a.Token.Fence),
 			fenceotel.AttrOutcome.String("lost"), fenceotel.AttrLostReason.String("revoked")),
 			status: codes.Error, errors: 1},
-		want{name: "fence.fenced_write", attrs: attrs(lease, fenceotel.AttrFence.Int64(1),
+		want{name: "fence.fenced_write", attrs: attrs(lease, fenceotel.AttrFence.Int64(a.Token.Fence),
 			fenceotel.AttrOutcome.String("lost"), fenceotel.AttrLostReason.String("revoked")),
 			status: codes.Error, errors: 1},
-		want{name: "fence.acquire", attrs: attrs(lease, fenceotel.AttrFence.Int64(3), fenceotel.AttrOutcome.String("ok"))},
+		want{name: "fence.acquire", attrs: attrs(lease, fenceotel.AttrFence.Int64(b.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 		want{name: "fence.renew_batch", attrs: attrs(fenceotel.AttrOutcome.String("ok"),
 			fenceotel.AttrBatchSize.Int(2), fenceotel.AttrBatchLost.Int(1)),
 			absent: []attribute.Key{fenceotel.AttrLease, fenceotel.AttrFence}},
-		want{name: "fence.release", attrs: attrs(lease, fenceotel.AttrFence.Int64(3), fenceotel.AttrOutcome.String("ok"))},
+		want{name: "fence.release", attrs: attrs(lease, fenceotel.AttrFence.Int64(b.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 	)
 }
 
@@ -196,7 +197,7 @@ func TestRunSpans(t *testing.T) {
 
 	spans := sr.Ended()
 	lease := fenceotel.AttrLease.String("nightly")
-	f := fenceotel.AttrFence.Int64(1)
+	f := fenceotel.AttrFence.Int64(r.Token.Fence)
 	check(t, spans[:len(spans)-1],
 		want{name: "fence.acquire", attrs: attrs(lease, f)},
 		want{name: "fence.start_run", attrs: attrs(lease, f, fenceotel.AttrRunStatus.String("running"))},
@@ -232,7 +233,7 @@ func TestRejectedCompletion(t *testing.T) {
 	}
 	spans := sr.Ended()
 	check(t, spans[len(spans)-1:], want{name: "fence.finish_run",
-		attrs: attrs(fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("lost"),
+		attrs: attrs(fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("lost"),
 			fenceotel.AttrLostReason.String("revoked"), fenceotel.AttrRunStatus.String("lost")),
 		status: codes.Error, errors: 1})
 }
@@ -301,8 +302,8 @@ func TestRenewBatchTokenEvents(t *testing.T) {
 		t.Fatalf("events %+v, want 2", evs)
 	}
 	for i, w := range []map[attribute.Key]attribute.Value{
-		attrs(fenceotel.AttrLease.String("shard-a"), fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("ok")),
-		attrs(fenceotel.AttrLease.String("shard-b"), fenceotel.AttrFence.Int64(1), fenceotel.AttrOutcome.String("lost"),
+		attrs(fenceotel.AttrLease.String("shard-a"), fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("ok")),
+		attrs(fenceotel.AttrLease.String("shard-b"), fenceotel.AttrFence.Int64(b.Token.Fence), fenceotel.AttrOutcome.String("lost"),
 			fenceotel.AttrLostReason.String("revoked")),
 	} {
 		if evs[i].Name != "fence.renew_batch_token" {
@@ -338,6 +339,6 @@ func TestMarkRunLostSpan(t *testing.T) {
 	check(t, spans[len(spans)-2:],
 		want{name: "fence.start_run", attrs: attrs(fenceotel.AttrRunID.Int64(id), fenceotel.AttrRunStatus.String("running"))},
 		want{name: "fence.mark_run_lost", attrs: attrs(fenceotel.AttrOp.String("mark_run_lost"),
-			fenceotel.AttrLease.String("job"), fenceotel.AttrFence.Int64(1), fenceotel.AttrRunID.Int64(id),
+			fenceotel.AttrLease.String("job"), fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrRunID.Int64(id),
 			fenceotel.AttrRunStatus.String("lost"), fenceotel.AttrOutcome.String("ok"))})
 }

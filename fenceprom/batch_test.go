@@ -38,7 +38,7 @@ func TestRenewBatchByLease(t *testing.T) {
 		fence_renew_failures_total{lease="shard-b",reason="lost"} 1
 		fence_leases_lost_total{lease="shard-b",reason="revoked"} 1
 		fence_leases_held{} 1
-		fence_lease_fence{lease="shard-a"} 1
+		fence_lease_fence{lease="shard-a"} `+gauge(a.Token.Fence)+`
 		fence_lease_expiry_seconds{lease="shard-a"} 120
 	`, "fence_renew_duration_seconds", "fence_renew_failures_total", "fence_leases_lost_total",
 		"fence_leases_held", "fence_lease_fence", "fence_lease_expiry_seconds")

@@ -121,7 +121,7 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 	tl.say("B", "fixed %d items, report written, completed", sumB.Fixed)
 
 	// A carries on from where it stopped, as a stalled worker does: it has
-	// no idea that time passed. Every write it makes carries fence 1.
+	// no idea that time passed. Every write it makes carries its old fence.
 	now, err := ra.listItems(ctx)
 	if err != nil {
 		return err

@@ -73,8 +73,8 @@ func TestSIGSTOP(t *testing.T) {
 		}
 		fenceB, _ = strconv.ParseInt(string(m[1]), 10, 64)
 		runB, _ = strconv.ParseInt(string(m[2]), 10, 64)
-		if fenceB != fenceA+1 {
-			t.Errorf("B's fence %d, want A's %d + 1", fenceB, fenceA)
+		if fenceB <= fenceA {
+			t.Errorf("B's fence %d, want above A's %d", fenceB, fenceA)
 		}
 
 		if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {

@@ -30,13 +30,14 @@ func TestMainInProcess(t *testing.T) {
 		t.Fatalf("migrate: %d %q %q", code, out, errs)
 	}
 	code, out, errs := mainIn(t, env, "", "run", "--lease", "inproc", "--", "sh", "-c", `echo "fence $FENCE_TOKEN"; exit 4`)
-	if code != 4 || out != "fence 1\n" || errs != "" {
+	var fenceEnv int64
+	if _, err := fmt.Sscanf(out, "fence %d\n", &fenceEnv); code != 4 || err != nil || fenceEnv <= 0 || errs != "" {
 		t.Errorf("run: %d %q %q", code, out, errs)
 	}
 	// A second call builds its own command tree: no flag leaks from the first.
 	code, out, _ = mainIn(t, env, "", "runs", "--json")
 	var runs []runJSON
-	if code != 0 || jsonUnmarshal(out, &runs) != nil || len(runs) != 1 || *runs[0].ExitCode != 4 || runs[0].Status != "failed" {
+	if code != 0 || jsonUnmarshal(out, &runs) != nil || len(runs) != 1 || *runs[0].ExitCode != 4 || runs[0].Status != "failed" || runs[0].Fence != fenceEnv {
 		t.Errorf("runs --json: %d %s", code, out)
 	}
 	code, out, _ = mainIn(t, env, "", "runs")

@@ -19,8 +19,8 @@ const demoLong = `Replay the story of the article "A Database Lease Is Not Enoug
 temporary SQLite database, with the real library calls, in a couple of
 seconds:
 
-  A acquires the lease (fence 1) and starts a run, then pauses; the lease
-  expires by the database clock; B acquires it (fence 2), writes its report
+  A acquires the lease (a fence) and starts a run, then pauses; the lease
+  expires by the database clock; B acquires it (a higher fence), writes its report
   with a fenced UPDATE and completes its run; A resumes and tries to write its
   own report and complete its run: both are refused (zero rows), and B's
   result is intact.
@@ -90,6 +90,8 @@ func (a *app) demo(ctx context.Context, w io.Writer, path string) error {
 	}
 	ta := la.Token
 	step("A", "acquires lease %s for %v: fence %d", name, demoTTL, ta.Fence)
+	step("", "(a new fence is at least the database clock in microseconds, so it is never")
+	step("", " handed out twice, even after a restore; only the order of fences matters)")
 	runA, err := s.StartRun(ctx, ta, nil)
 	if err != nil {
 		return err
@@ -120,7 +122,7 @@ func (a *app) demo(ctx context.Context, w io.Writer, path string) error {
 		return err
 	}
 	tb := lb.Token
-	step("B", "acquires the expired lease: fence %d (every takeover increments the fence)", tb.Fence)
+	step("B", "acquires the expired lease: fence %d, higher than A's %d", tb.Fence, ta.Fence)
 	runB, err := s.StartRun(ctx, tb, nil)
 	if err != nil {
 		return err

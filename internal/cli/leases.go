@@ -45,11 +45,15 @@ const leasesLong = `List every lease with its state by the database clock:
   held      valid until EXPIRES IN from now (database time)
   expired   its holder stopped renewing; the next acquire takes it over
   released  its holder gave it up
-  revoked   an operator ran 'fence release --force'; the holder is stale
+  revoked   an operator ran 'fence release --force' or 'fence raise-fences';
+            the holder is stale
 
 OWNER is the first 8 characters of the owner token of the last acquisition
 (FENCE_OWNER in the command's environment); FENCE is the fence of that
-acquisition, which only ever increases.
+acquisition, which only ever increases. A new fence is at least the database
+clock in microseconds, so that fences never repeat even after a restore
+(docs/adr/0004-fence-floor.md): they are 16-digit numbers, shown in full
+because they are what tokens, logs and errors carry; compare them by order.
 
 --json prints an array (empty: []) of objects with these fields:
 

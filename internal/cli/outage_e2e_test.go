@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,7 +107,10 @@ func TestRunStopsCommandWhenDatabaseUnreachable(t *testing.T) {
 		// ("[mysql] … closing bad idle connection"); the mysql package does
 		// not route that logger yet. Everything else must be fence's one line.
 		r.stderr = dropLines(r.stderr, "[mysql] ")
-		oneErrorLine(t, r, "lease outage fence 1 could not be renewed within 2.0s")
+		oneErrorLine(t, r, "lease outage fence ")
+		if !regexp.MustCompile(`lease outage fence [1-9][0-9]* could not be renewed within 2\.0s`).MatchString(r.stderr) {
+			t.Errorf("the loss should name the fence and the renewal deadline: %s", r.stderr)
+		}
 		if !strings.Contains(r.stderr, "SIGKILL") {
 			t.Errorf("the command ignores SIGTERM and must have been killed: %s", r.stderr)
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,7 +53,7 @@ func TestRunPassesExitStatusAndEnvironment(t *testing.T) {
 		}
 		env := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
 		if len(env) != 6 || env[0] != lease || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(env[1]) ||
-			env[2] != "1" || env[4] != b.dsn || env[5] != b.prefix {
+			!regexp.MustCompile(`^[1-9][0-9]*$`).MatchString(env[2]) || env[4] != b.dsn || env[5] != b.prefix {
 			t.Errorf("environment of the command: %q", env)
 		}
 
@@ -72,21 +73,27 @@ func TestRunPassesExitStatusAndEnvironment(t *testing.T) {
 		}
 		want := []struct {
 			status string
-			fence  int64
 			code   int
-		}{{"succeeded", 3, 0}, {"failed", 2, 137}, {"failed", 1, 3}}
+		}{{"succeeded", 0}, {"failed", 137}, {"failed", 3}}
 		for i, w := range want {
 			r := runs[i]
-			if string(r.Status) != w.status || r.Fence != w.fence || r.ExitCode == nil || *r.ExitCode != w.code ||
+			if string(r.Status) != w.status || r.ExitCode == nil || *r.ExitCode != w.code ||
 				r.Lease != lease || r.FinishedAt == nil || r.DurationMs == nil {
-				t.Errorf("run %d: want %s fence %d exit %d, got %+v", i, w.status, w.fence, w.code, r)
+				t.Errorf("run %d: want %s exit %d, got %+v", i, w.status, w.code, r)
 			}
+			// Newest first, so each run's fence is above the next one's.
+			if i > 0 && runs[i-1].Fence <= r.Fence {
+				t.Errorf("run %d has fence %d, not below the newer run's %d", i, r.Fence, runs[i-1].Fence)
+			}
+		}
+		if strconv.FormatInt(runs[2].Fence, 10) != env[2] {
+			t.Errorf("FENCE_TOKEN %s is not the first run's fence %d", env[2], runs[2].Fence)
 		}
 		if strconv.FormatInt(runs[2].ID, 10) != env[3] || runs[2].Owner != env[1] {
 			t.Errorf("FENCE_RUN_ID %s / FENCE_OWNER %s do not match the run %+v", env[3], env[1], runs[2])
 		}
-		if l := b.lease(t, lease); l.State != "released" || l.Fence != 3 {
-			t.Errorf("after the runs the lease should be released at fence 3: %+v", l)
+		if l := b.lease(t, lease); l.State != "released" || l.Fence != runs[0].Fence {
+			t.Errorf("after the runs the lease should be released at the last run's fence %d: %+v", runs[0].Fence, l)
 		}
 	})
 }
@@ -104,7 +111,7 @@ func TestRunContention(t *testing.T) {
 		if strings.Contains(r.stdout, "must-not-run") {
 			t.Errorf("the second command ran: %v", r)
 		}
-		oneErrorLine(t, r, "lease contended is held by fence 1 (owner ")
+		oneErrorLine(t, r, fmt.Sprintf("lease contended is held by fence %d (owner ", b.lease(t, "contended").Fence))
 		if !regexp.MustCompile(`for another [0-9.]+m?s by the database clock`).MatchString(r.stderr) ||
 			!strings.Contains(r.stderr, "pid "+strconv.Itoa(a.cmd.Process.Pid)) {
 			t.Errorf("the holder and its time left should be named: %s", r.stderr)
@@ -141,16 +148,15 @@ func TestRunPausedRunnerExitsLost(t *testing.T) {
 		if ra.code != ExitLost {
 			t.Fatalf("A after SIGCONT: want exit 76: %v", ra)
 		}
-		oneErrorLine(t, ra, "lease story fence 1 superseded by fence 2")
-
 		runs := b.runsJSON(t, "--lease", "story")
 		if len(runs) != 2 {
 			t.Fatalf("want A's and B's runs: %+v", runs)
 		}
-		if runs[0].Fence != 2 || runs[0].Status != "succeeded" {
-			t.Errorf("B's run: %+v", runs[0])
+		oneErrorLine(t, ra, fmt.Sprintf("lease story fence %d superseded by fence %d", runs[1].Fence, runs[0].Fence))
+		if runs[0].Fence <= runs[1].Fence || runs[0].Status != "succeeded" {
+			t.Errorf("B's run: %+v (A's %+v)", runs[0], runs[1])
 		}
-		if runs[1].Fence != 1 || runs[1].Status == "succeeded" || runs[1].Status == "running" {
+		if runs[1].Status == "succeeded" || runs[1].Status == "running" {
 			t.Errorf("A's run must end neither succeeded nor running: %+v", runs[1])
 		}
 	})
@@ -191,6 +197,7 @@ func TestRunWait(t *testing.T) {
 		started := filepath.Join(b.dir, "started")
 		a := b.start(t, "run", "--lease", "queue", "--ttl", "10s", "--", "sh", "-c", "touch "+started+"; sleep 3")
 		waitFile(t, started, 30*time.Second)
+		held := b.lease(t, "queue").Fence
 
 		short := b.start(t, "run", "--lease", "queue", "--wait", "300ms", "--", "true")
 		long := b.start(t, "run", "--lease", "queue", "--wait", "60s", "--", "sh", "-c", `echo "fence $FENCE_TOKEN"`)
@@ -199,7 +206,7 @@ func TestRunWait(t *testing.T) {
 		if rs.code != ExitNotAcquired {
 			t.Errorf("--wait 300ms on a lease held for 3s: want 75: %v", rs)
 		}
-		oneErrorLine(t, rs, "still held after waiting 300ms: lease queue is held by fence 1")
+		oneErrorLine(t, rs, fmt.Sprintf("still held after waiting 300ms: lease queue is held by fence %d", held))
 		if rs.elapsed < 300*time.Millisecond {
 			t.Errorf("--wait 300ms gave up after %v", rs.elapsed)
 		}
@@ -221,8 +228,9 @@ func TestRunWait(t *testing.T) {
 			t.Fatalf("holder: %v", ra)
 		}
 		rw := long.wait(time.Minute)
-		if rw.code != 0 || rw.stdout != "fence 2\n" {
-			t.Errorf("--wait 60s: want to acquire fence 2 after the holder: %v", rw)
+		var got int64
+		if _, err := fmt.Sscanf(rw.stdout, "fence %d\n", &got); rw.code != 0 || err != nil || got <= held {
+			t.Errorf("--wait 60s: want to acquire a fence above the holder's %d: %v", held, rw)
 		}
 	})
 }
@@ -245,10 +253,12 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		f1 := b.lease(t, "revoked").Fence
 		rel := time.Now()
 		r := b.fence(t, "release", "revoked", "--force", "--yes")
-		if r.code != 0 || !strings.Contains(r.stdout, "revoked lease revoked: fence is now 2; its holder (fence 1, owner ") {
-			t.Fatalf("release --force: %v", r)
+		f2 := b.lease(t, "revoked").Fence
+		if r.code != 0 || f2 <= f1 || !strings.Contains(r.stdout, fmt.Sprintf("revoked lease revoked: fence is now %d; its holder (fence %d, owner ", f2, f1)) {
+			t.Fatalf("release --force (fence %d before): %v", f1, r)
 		}
 		ra := a.wait(time.Minute)
 		if ra.code != ExitLost {
@@ -257,7 +267,7 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 		if took := time.Since(rel); took > 20*time.Second {
 			t.Errorf("the holder took %v to stop: --grace 60s should be capped by the lease's 3s TTL", took)
 		}
-		oneErrorLine(t, ra, "lease revoked fence 1 revoked (fence is now 2)")
+		oneErrorLine(t, ra, fmt.Sprintf("lease revoked fence %d revoked (fence is now %d)", f1, f2))
 		if !strings.Contains(ra.stderr, "SIGKILL") {
 			t.Errorf("a command that ignores SIGTERM must be killed: %s", ra.stderr)
 		}
@@ -273,12 +283,12 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 		if len(runs) != 1 || runs[0].Status != "lost" || runs[0].Error == nil || !strings.Contains(*runs[0].Error, "revoked") {
 			t.Errorf("the holder's run: %+v", runs)
 		}
-		if l := b.lease(t, "revoked"); l.State != "revoked" || l.Fence != 2 || l.Owner != "" || l.ExpiresAt != nil {
+		if l := b.lease(t, "revoked"); l.State != "revoked" || l.Fence != f2 || l.Owner != "" || l.ExpiresAt != nil {
 			t.Errorf("lease after revoke: %+v", l)
 		}
-		// The next acquisition continues the fence.
-		if r := b.fence(t, "run", "--lease", "revoked", "--", "sh", "-c", `test "$FENCE_TOKEN" = 3`); r.code != 0 {
-			t.Errorf("after a revoke the next run should get fence 3: %v", r)
+		// The next acquisition continues above the revoke's fence.
+		if r := b.fence(t, "run", "--lease", "revoked", "--", "sh", "-c", `test "$FENCE_TOKEN" -gt `+strconv.FormatInt(f2, 10)); r.code != 0 {
+			t.Errorf("after a revoke the next run should get a fence above %d: %v", f2, r)
 		}
 	})
 }
@@ -324,8 +334,15 @@ func TestListingsJSON(t *testing.T) {
 		}
 		wantKeys(t, leases[0], "name", "state", "owner", "fence", "expires_at", "expires_in_ms", "acquired_at", "updated_at", "db_now")
 		busy, done := leases[0], leases[1] // ordered by name
-		if busy["name"] != "busy" || busy["state"] != "held" || busy["fence"] != 1.0 || len(busy["owner"].(string)) != 32 {
-			t.Errorf("held lease: %v", busy)
+		// A fence is the database clock in µs: a plain JSON integer, below
+		// 2^53 so that JavaScript and float64 readers get it exactly.
+		busyFence := b.lease(t, "busy").Fence
+		if busy["name"] != "busy" || busy["state"] != "held" || busy["fence"] != float64(busyFence) || busyFence <= 0 ||
+			busyFence >= 1<<53 || len(busy["owner"].(string)) != 32 {
+			t.Errorf("held lease: %v (fence %d)", busy, busyFence)
+		}
+		if !strings.Contains(r.stdout, `"fence": `+strconv.FormatInt(busyFence, 10)+",") {
+			t.Errorf("leases --json should print the fence as a plain integer:\n%s", r.stdout)
 		}
 		if ms, ok := busy["expires_in_ms"].(float64); !ok || ms <= 0 || ms > 20000 {
 			t.Errorf("held lease expires_in_ms: %v", busy["expires_in_ms"])
@@ -366,13 +383,13 @@ func TestListingsJSON(t *testing.T) {
 		// The tables, for people.
 		r = b.fence(t, "leases")
 		if !regexp.MustCompile(`(?m)^NAME +STATE +OWNER +FENCE +EXPIRES IN\n`).MatchString(r.stdout) ||
-			!regexp.MustCompile(`(?m)^busy +held +[0-9a-f]{8} +1 +[0-9.]+s$`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^busy +held +[0-9a-f]{8} +`+strconv.FormatInt(busyFence, 10)+` +[0-9.]+s$`).MatchString(r.stdout) ||
 			strings.Contains(r.stdout, "\x1b") {
 			t.Errorf("leases table:\n%s", r.stdout)
 		}
 		r = b.fence(t, "runs")
 		if !regexp.MustCompile(`(?m)^ID +LEASE +FENCE +STATUS +STARTED +DURATION +EXIT +ERROR\n`).MatchString(r.stdout) ||
-			!regexp.MustCompile(`(?m)^\d+ +busy +1 +running +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
+			!regexp.MustCompile(`(?m)^\d+ +busy +`+strconv.FormatInt(busyFence, 10)+` +running +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
 			t.Errorf("runs table:\n%s", r.stdout)
 		}
 		p.signal(syscall.SIGTERM)
@@ -489,22 +506,29 @@ func TestDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatal(r)
 	}
+	// Fences start at the database clock in µs: read A's and B's from the
+	// timeline, then check that every line uses them consistently.
+	fa, fb := demoFence(t, r.stdout, `A  acquires lease admin:reconciliation for 1s: fence (\d+)\n`),
+		demoFence(t, r.stdout, `B  acquires the expired lease: fence (\d+), higher than A's`)
+	if fb <= fa {
+		t.Errorf("demo: B's fence %s not above A's %s", fb, fa)
+	}
 	for _, want := range []string{
-		"A  acquires lease admin:reconciliation for 1s: fence 1",
+		"A  acquires lease admin:reconciliation for 1s: fence " + fa,
 		"the lease expires by the database clock",
-		"B  acquires the expired lease: fence 2",
+		"B  acquires the expired lease: fence " + fb + ", higher than A's " + fa,
 		"A's run 1 is now abandoned",
 		"-> 1 row",
 		"B  completes run 2 with fenced completion: succeeded",
-		"A  -> 0 rows: lease admin:reconciliation fence 1 superseded by fence 2",
+		"A  -> 0 rows: lease admin:reconciliation fence " + fa + " superseded by fence " + fb,
 		"B's result is intact",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^ +2 +admin:reconciliation +2 +succeeded `).MatchString(r.stdout) ||
-		!regexp.MustCompile(`(?m)^ +1 +admin:reconciliation +1 +(abandoned|lost) `).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^ +2 +admin:reconciliation +`+fb+` +succeeded `).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^ +1 +admin:reconciliation +`+fa+` +(abandoned|lost) `).MatchString(r.stdout) {
 		t.Errorf("demo runs table:\n%s", r.stdout)
 	}
 	if r.stderr != "" {
@@ -523,4 +547,15 @@ func TestVersion(t *testing.T) {
 	if r.code != 0 || jsonUnmarshal(r.stdout, &v) != nil || v["version"] == "" || v["go"] == "" || v["platform"] == "" {
 		t.Errorf("version --json: %v", r)
 	}
+}
+
+// demoFence returns the fence that re's one group matches in the demo's
+// output, as digits.
+func demoFence(t *testing.T, out, re string) string {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("demo output lacks %s:\n%s", re, out)
+	}
+	return m[1]
 }

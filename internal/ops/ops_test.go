@@ -138,7 +138,7 @@ func TestPage(t *testing.T) {
 		}
 		row := `<tr data-lease="nightly-report"><td class="name">nightly-report</td><td class="state held">held</td>` +
 			`<td class="owner" title="` + f.job.Token.Owner + `">` + f.job.Token.Owner[:8] + `</td>` +
-			`<td class="fence num">` + strconv.FormatInt(f.job.Token.Fence, 10) + `</td>`
+			`<td class="fence num">` + spans(f.job.Token.Fence) + `</td>`
 		if !strings.Contains(leases, row) {
 			t.Errorf("no row %s in\n%s", row, leases)
 		}
@@ -372,4 +372,17 @@ func TestMountedUnderPath(t *testing.T) {
 	if resp, _ := get(t, srv.URL+"/ops/api/leases"); resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /ops/api/leases = %s", resp.Status)
 	}
+}
+
+// spans is a fence as the page renders it: digit groups of three from the
+// right, one span each, which concatenate to the exact number.
+func spans(f int64) string {
+	d := strconv.FormatInt(f, 10)
+	var b strings.Builder
+	for i := 0; i < len(d); {
+		n := (len(d)-i-1)%3 + 1
+		b.WriteString("<span>" + d[i:i+n] + "</span>")
+		i += n
+	}
+	return b.String()
 }
