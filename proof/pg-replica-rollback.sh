@@ -67,11 +67,8 @@ for port in "$PRIMARY_PORT" "$STANDBY_PORT"; do
 	fi
 done
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/fence-replica.XXXXXX")
-chmod 755 "$work"
-mkdir "$work/pg"
 as_pg true 2>/dev/null || fail_setup "cannot run commands as user postgres (need root, sudo -n, or to be postgres)"
-[[ $EUID -eq 0 ]] && chown postgres: "$work/pg"
+work=$(mktemp -d "${TMPDIR:-/tmp}/fence-replica.XXXXXX")
 primary=$work/pg/primary
 standby=$work/pg/standby
 
@@ -87,12 +84,18 @@ cleanup() {
 			[[ -f $d.log ]] && { echo "--- last lines of $d.log"; tail -n 15 "$d.log"; } >&2
 		done
 	fi
+	as_pg rm -rf "$work/pg" 2>/dev/null || true
 	rm -rf "$work"
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+chmod 755 "$work"
+mkdir "$work/pg"
+# The servers' parent directory must be postgres's: initdb creates the data
+# directories in it, and the sockets go there.
+if [[ $EUID -eq 0 ]]; then chown postgres: "$work/pg"; else chmod 777 "$work/pg"; fi
 
 if [[ -z $fence_bin ]]; then
 	here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
