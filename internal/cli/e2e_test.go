@@ -26,6 +26,11 @@ import (
 var fenceBin string
 
 func TestMain(m *testing.M) {
+	// In-process 'fence run' (TestMainInProcess) starts this test binary
+	// as its command's shim.
+	if len(os.Args) > 1 && os.Args[1] == ShimCommand {
+		os.Exit(Shim(os.Args[2:]))
+	}
 	os.Exit(buildAndRun(m))
 }
 

@@ -83,7 +83,19 @@ type runOpts struct {
 	ttl, wait, grace time.Duration
 	argv             []string
 	metricsAddr      string
+	exportDSN        bool
 }
+
+type processKey struct{}
+
+// AsProcess marks ctx as belonging to the fence program itself (not a
+// test calling Main): fence run then makes this process a child subreaper
+// and kills every process reparented to it when the job ends.
+func AsProcess(ctx context.Context) context.Context {
+	return context.WithValue(ctx, processKey{}, true)
+}
+
+func ownsProcess(ctx context.Context) bool { v, _ := ctx.Value(processKey{}).(bool); return v }
 
 func (a *app) runCmd() *cobra.Command {
 	var o runOpts
@@ -105,6 +117,7 @@ func (a *app) runCmd() *cobra.Command {
 	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
 	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. :9102)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
+	fl.BoolVar(&o.exportDSN, "export-dsn", false, "pass the DSN, password included, to CMD as $FENCE_DSN (off: CMD does not get it)")
 	return cmd
 }
 
@@ -174,14 +187,25 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	}
 	defer s.Close()
 
+	a.warnDSNInArgv()
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
+	signal.Notify(sigs, append(forwardedSignals, jobControlSignals...)...)
 	defer signal.Stop(sigs)
 
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find fence's own binary to run the command's shim: %w", err)
+	}
 	sup := &supervisor{
 		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
 		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
 		ttl: o.ttl, grace: o.grace, sigs: sigs, log: a.log,
+		exe: exe, ownsProcess: ownsProcess(ctx), exportDSN: o.exportDSN, store: s,
+	}
+	if sup.ownsProcess {
+		if err := prepareProcess(); err != nil {
+			a.log.WarnContext(ctx, "fence: cannot become a child subreaper; descendants that leave the command's tree are not found", "err", err)
+		}
 	}
 	if isTerminal(a.stdin) {
 		sup.stdin = nil // /dev/null: a background process group cannot read the terminal
@@ -225,17 +249,52 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		}
 		sleep += time.Duration(rand.Int64N(int64(sleep)/4 + 1))
 		a.log.InfoContext(ctx, "fence: waiting for lease", "lease", o.lease, "retry_in", min(sleep, left), "err", res.Err)
-		t := time.NewTimer(min(sleep, left))
+		if err := waitOrSignal(ctx, min(sleep, left), sigs, o.lease); err != nil {
+			return err
+		}
+	}
+}
+
+// waitOrSignal sleeps for d between acquire attempts. SIGTSTP stops fence
+// as it would without a handler (there is no command yet); other signals
+// end the wait.
+func waitOrSignal(ctx context.Context, d time.Duration, sigs <-chan os.Signal, lease string) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case <-t.C:
+			return nil
 		case sig := <-sigs:
-			t.Stop()
+			if isJobControl(sig) {
+				stopSelf(sig)
+				continue
+			}
 			return fail(exitSignalBase+signalNumber(sig),
-				fmt.Errorf("interrupted by %s while waiting for lease %s", signalLabel(sig), quoteName(o.lease)), "")
+				fmt.Errorf("interrupted by %s while waiting for lease %s", signalLabel(sig), quoteName(lease)), "")
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
 		}
+	}
+}
+
+func isJobControl(sig os.Signal) bool {
+	for _, s := range jobControlSignals {
+		if s == sig {
+			return true
+		}
+	}
+	return false
+}
+
+// warnDSNInArgv warns when --dsn on the command line carries a secret:
+// every user of the machine can read it in ps for as long as the job runs.
+func (a *app) warnDSNInArgv() {
+	if a.dsnFlag == "" || a.dsnFlag != a.dsn {
+		return
+	}
+	if d, err := fence.ParseDSN(a.dsn); err == nil && d.Redacted != a.dsn {
+		fmt.Fprintln(a.stderr, "fence run: warning: the password in --dsn can be read by every user of this machine (ps, /proc) while the job runs; hint: put the DSN in $FENCE_DSN or a file read with --dsn-file")
 	}
 }
 
@@ -316,6 +375,10 @@ func (a *app) runOutcome(ctx context.Context, s *fence.Store, o runOpts, sup *su
 				code = ExitFailure
 			}
 			return fail(code, fmt.Errorf("lease %s: %s: %w", name, what, res.Err), hint)
+		}
+		if sup.refused != "" {
+			return fail(ExitLost, fmt.Errorf("lease %s: %s (run %d is marked failed)", name, sup.refused, res.RunID),
+				"the database was slow to grant the lease: check its load and locks; a longer --ttl gives more slack")
 		}
 		if !sup.started {
 			return fail(sup.code, res.JobErr, "check the command's name, PATH and permissions")

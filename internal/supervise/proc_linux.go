@@ -121,39 +121,30 @@ func SignalTree(root int, sig syscall.Signal) int {
 	return n
 }
 
-// KillTree SIGKILLs every process below root until none is left alive,
-// reaping the zombies that are root's own children when root is this
-// process (reap). A process that forks between one walk and the kill is
-// found by the next walk: its parent is dead or dying, so it is reparented
-// to a subreaper inside the tree. It gives up after timeout and returns
-// the pids still alive.
-func KillTree(root int, reap bool, timeout time.Duration) []int {
+// KillTree SIGKILLs every process below root until none is left alive. A
+// process that forks between one walk and the kill is found by the next
+// walk: its parent is dead or dying, so it is reparented to a subreaper
+// inside the tree. Zombies are left to their parents (ReapOrphans). It
+// gives up after timeout and returns the pids still alive.
+func KillTree(root int, timeout time.Duration) []int {
 	deadline := time.Now().Add(timeout)
 	for {
 		if SignalTree(root, syscall.SIGKILL) == 0 {
-			if reap {
-				reapChildren(root)
-			}
-			if len(Descendants(root)) == 0 {
-				return nil
-			}
-		}
-		if reap {
-			reapChildren(root)
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return Descendants(root)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
-// reapChildren collects the zombies that are root's children, root being
-// this process, without touching its live children (another goroutine
-// may wait for those).
-func reapChildren(root int) {
-	for _, p := range descendants(root) {
-		if p.ppid == root && (p.state == 'Z' || p.state == 'X') {
+// ReapOrphans collects the zombies that are this process's children, except
+// the one another goroutine waits for (except; 0 for none).
+func ReapOrphans(except int) {
+	self := os.Getpid()
+	for _, p := range descendants(self) {
+		if p.ppid == self && p.pid != except && (p.state == 'Z' || p.state == 'X') {
 			var ws unix.WaitStatus
 			_, _ = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
 		}
