@@ -102,7 +102,6 @@ func (s *supervisor) job(ctx context.Context) error {
 	}
 }
 
-
 // waitStatus turns a finished command into its shell-style exit status.
 func waitStatus(ps *os.ProcessState, err error) *childExit {
 	if ps == nil {
@@ -113,7 +112,6 @@ func waitStatus(ps *os.ProcessState, err error) *childExit {
 	}
 	return &childExit{code: ps.ExitCode()}
 }
-
 
 // ShimCommand is the hidden argument of the shim, which only Linux uses.
 const ShimCommand = "__shim"

@@ -128,9 +128,18 @@ func TestNoColorWhenNotTerminal(t *testing.T) {
 
 func TestChildEnv(t *testing.T) {
 	tok := fence.Token{Lease: "l", Owner: strings.Repeat("ab", 16), Fence: 7}
-	env := childEnv([]string{"PATH=/bin", "FENCE_TOKEN=1", "FENCE_DSN=old", "FENCE_OTHER=kept", "HOME=/h"}, tok, 42, "sqlite:x.db", "p_")
+	in := []string{"PATH=/bin", "FENCE_TOKEN=1", "FENCE_DSN=old", "FENCE_OTHER=kept", "HOME=/h"}
+	env := childEnv(in, tok, 42, "sqlite:x.db", "p_", true)
 	want := []string{"PATH=/bin", "FENCE_OTHER=kept", "HOME=/h", "FENCE_LEASE=l", "FENCE_OWNER=" + tok.Owner,
 		"FENCE_TOKEN=7", "FENCE_RUN_ID=42", "FENCE_DSN=sqlite:x.db", "FENCE_PREFIX=p_"}
+	if fmt.Sprint(env) != fmt.Sprint(want) {
+		t.Errorf("childEnv with --export-dsn:\n%q\nwant\n%q", env, want)
+	}
+	// Without --export-dsn no FENCE_DSN reaches the command, not even one
+	// fence itself got from its environment.
+	env = childEnv(in, tok, 42, "postgres://u:secret@h/d", "p_", false)
+	want = []string{"PATH=/bin", "FENCE_OTHER=kept", "HOME=/h", "FENCE_LEASE=l", "FENCE_OWNER=" + tok.Owner,
+		"FENCE_TOKEN=7", "FENCE_RUN_ID=42", "FENCE_PREFIX=p_"}
 	if fmt.Sprint(env) != fmt.Sprint(want) {
 		t.Errorf("childEnv:\n%q\nwant\n%q", env, want)
 	}

@@ -61,6 +61,7 @@ type backend struct {
 	dsn    string
 	prefix string
 	dir    string // a scratch directory, also the working directory
+	extra  []string // more environment for the fence processes
 }
 
 var (
@@ -152,6 +153,7 @@ func (b *backend) env() []string {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, b.extra...)
 	return append(env, "FENCE_DSN="+b.dsn, "FENCE_PREFIX="+b.prefix)
 }
 

@@ -52,8 +52,11 @@ func TestRunPassesExitStatusAndEnvironment(t *testing.T) {
 		}
 		env := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
 		if len(env) != 6 || env[0] != lease || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(env[1]) ||
-			env[2] != "1" || env[4] != b.dsn || env[5] != b.prefix {
-			t.Errorf("environment of the command: %q", env)
+			env[2] != "1" || env[4] != "" || env[5] != b.prefix {
+			t.Errorf("environment of the command (FENCE_DSN only with --export-dsn): %q", env)
+		}
+		if r := b.fence(t, "run", "--lease", lease+"x", "--export-dsn", "--", "sh", "-c", `test "$FENCE_DSN" = "`+b.dsn+`"`); r.code != 0 {
+			t.Errorf("--export-dsn: the command should get FENCE_DSN: %v", r)
 		}
 
 		if r := b.fence(t, "run", "--lease", lease, "--", "sh", "-c", "kill -KILL $$"); r.code != 128+9 {
@@ -447,6 +450,12 @@ func TestUnreachableDatabase(t *testing.T) {
 			r := b.fence(t, args...)
 			if r.code != ExitUnavailable {
 				t.Errorf("fence %q: want exit 69: %v", args[2:], r)
+			}
+			if args[2] == "run" && !strings.HasPrefix(dsn, "sqlite:") {
+				if !strings.Contains(r.stderr, "fence run: warning: the password in --dsn can be read by every user") {
+					t.Errorf("no warning for a password in --dsn: %v", r)
+				}
+				r.stderr = dropLines(r.stderr, "fence run: warning: ")
 			}
 			oneErrorLine(t, r, "database unavailable")
 			if strings.Contains(r.stderr+r.stdout, password) {
