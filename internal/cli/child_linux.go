@@ -160,8 +160,25 @@ func (s *supervisor) suspend(ctx context.Context, j *supervise.Job) bool {
 	}
 	s.log.InfoContext(ctx, "fence: command stopped; stopping fence", "pid", s.pid)
 	s.stoppedAt = time.Now()
+	// kill(self, SIGSTOP) may return before this process is stopped: the
+	// tree may only be continued after the SIGCONT that ends the stop. A
+	// SIGCONT already queued is from before and does not count.
+	for drained := false; !drained; {
+		select {
+		case sig := <-s.sigs:
+			s.forwardWhileStopped(ctx, j, sig)
+		default:
+			drained = true
+		}
+	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-	// Resumed (SIGCONT). The shim decides on its deadline, on boot time.
+	for sig := range s.sigs {
+		if sig == syscall.SIGCONT {
+			break
+		}
+		s.forwardWhileStopped(ctx, j, sig)
+	}
+	// Resumed. The shim decides on its deadline, on boot time.
 	_ = j.Continue()
 	ended, ans := s.await(ctx, j, "c", "k")
 	if ans == "k" {
@@ -169,6 +186,16 @@ func (s *supervisor) suspend(ctx context.Context, j *supervise.Job) bool {
 		s.log.WarnContext(ctx, "fence: the lease could have lapsed while stopped: the command was killed without resuming", "pid", s.pid)
 	}
 	return ended
+}
+
+// forwardWhileStopped passes on a signal that arrives around a stop: the
+// tree gets it when it resumes (or never, if it is killed stopped).
+func (s *supervisor) forwardWhileStopped(ctx context.Context, j *supervise.Job, sig os.Signal) {
+	if isJobControl(sig) {
+		return
+	}
+	s.log.InfoContext(ctx, "fence: forwarding signal", "signal", sig, "pgid", s.pid)
+	_ = j.SignalGroup(sig.(syscall.Signal))
 }
 
 // await waits for one of the answers from the shim, handling the other

@@ -102,8 +102,18 @@ func waitCond(t *testing.T, what string, timeout time.Duration, f func() bool) {
 // kill -9 of fence run (the OOM killer, systemd's stop timeout): the shim
 // sees its control pipe close and kills the whole tree.
 func TestRunKill9KillsWholeTree(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b *backend) {
-		mark := "kill9-" + b.prefix
+	eachBackend(t, func(t *testing.T, b *backend) { testKill9(t, b, "kill9-"+b.prefix) })
+}
+
+// The same without a cgroup: the subreaper walk alone must find the tree.
+func TestRunKill9KillsWholeTreeWithoutCgroup(t *testing.T) {
+	b := sqliteOnly(t)
+	b.extra = []string{"FENCE_SUPERVISE_NO_CGROUP=1"}
+	testKill9(t, b, "kill9-nocg-"+strconv.Itoa(os.Getpid()))
+}
+
+func testKill9(t *testing.T, b *backend, mark string) {
+	{
 		a := markedBackend(t, b, mark)
 		started := filepath.Join(b.dir, "started")
 		p := a.start(t, "run", "--lease", "killme", "--ttl", "3s", "--", "sh", "-c",
@@ -120,7 +130,7 @@ func TestRunKill9KillsWholeTree(t *testing.T) {
 		if len(alive) > 0 {
 			t.Errorf("processes of the killed fence run's command alive when the next holder got the lease:\n%s", strings.Join(alive, "\n"))
 		}
-	})
+	}
 }
 
 // kill -STOP of fence run cannot be caught: the shim's dead-man's switch,
@@ -179,7 +189,7 @@ func TestRunSuspendPastTTLThenContinue(t *testing.T) {
 		}
 		st, _ = os.Stat(ticks)
 		if st.Size() != before {
-			t.Errorf("the command ran on after ^Z: its tick file grew from %d to %d bytes", before, st.Size())
+			t.Errorf("the command ran on after ^Z: its tick file grew from %d to %d bytes\n%v", before, st.Size(), r)
 		}
 		last := lastLine(r.stderr)
 		if !strings.Contains(last, "without running again") && !strings.Contains(last, "fence's shim killed") {
@@ -191,9 +201,18 @@ func TestRunSuspendPastTTLThenContinue(t *testing.T) {
 	})
 }
 
-// ^Z and fg within the TTL: the command resumes and completes normally.
+// ^Z and fg within the TTL: the command resumes and completes normally
+// (with the cgroup freezer, and with SIGSTOP of every process of the tree).
 func TestRunSuspendWithinTTLResumes(t *testing.T) {
-	b := sqliteOnly(t)
+	t.Run("cgroup", func(t *testing.T) { testSuspendResume(t, sqliteOnly(t)) })
+	t.Run("subreaper", func(t *testing.T) {
+		b := sqliteOnly(t)
+		b.extra = []string{"FENCE_SUPERVISE_NO_CGROUP=1"}
+		testSuspendResume(t, b)
+	})
+}
+
+func testSuspendResume(t *testing.T, b *backend) {
 	started := filepath.Join(b.dir, "started")
 	goOn := filepath.Join(b.dir, "go-on")
 	p := b.start(t, "--log-level", "info", "run", "--lease", "fg", "--ttl", "30s", "--", "sh", "-c",
