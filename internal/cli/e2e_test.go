@@ -60,7 +60,7 @@ type backend struct {
 	name   string
 	dsn    string
 	prefix string
-	dir    string // a scratch directory, also the working directory
+	dir    string   // a scratch directory, also the working directory
 	extra  []string // more environment for the fence processes
 }
 
