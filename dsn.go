@@ -1,10 +1,11 @@
 package fence
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/fencekit/fence/internal/dsnurl"
 )
 
 // DefaultDSN is used when neither --dsn nor FENCE_DSN is set: a SQLite file in
@@ -16,13 +17,27 @@ type DSN struct {
 	Dialect Dialect
 	// Path is the SQLite file (or ":memory:").
 	Path string
-	// Redacted is the DSN with any password replaced, safe to print.
+	// Redacted is the DSN rebuilt from its parsed parts with the password
+	// and every secret parameter (password, sslpassword, anything named
+	// like a key, token or secret) replaced by xxxxx: safe to print.
 	Redacted string
-	password string
+	// HasPassword reports whether the DSN carries a secret: a password in
+	// the userinfo or a secret parameter. A DSN given on a command line
+	// with one shows in ps.
+	HasPassword bool
+
+	secrets []string // every form of every secret, for scrub
+	spans   [][2]int // where the secrets are in the DSN, for FuzzParseDSN
 }
 
 // ParseDSN checks a DSN's form without connecting. Errors wrap ErrInvalid and
-// never contain the password.
+// never quote any part of the DSN after its scheme.
+//
+// postgres:// and mysql:// DSNs are split the way pgx splits them (libpq's
+// rules; see internal/dsnurl): the userinfo ends at the first '@' before any
+// '/', so '#', '?' and ':' in a password need no escaping, but '/' and '@' do
+// (%2F, %40). A DSN that a reader splitting at the last '@' would read
+// differently is refused rather than guessed at.
 func ParseDSN(dsn string) (DSN, error) {
 	if dsn == "" {
 		return DSN{}, fmt.Errorf("%w: empty DSN (want sqlite:PATH, postgres://… or mysql://…)", ErrInvalid)
@@ -45,45 +60,75 @@ func ParseDSN(dsn string) (DSN, error) {
 	default:
 		return DSN{}, fmt.Errorf("%w: unknown DSN scheme %q (want sqlite, postgres, postgresql or mysql)", ErrInvalid, clip(scheme))
 	}
-	u, err := url.Parse(dsn)
+	scheme = strings.ToLower(scheme)
+	if !strings.HasPrefix(rest, "//") {
+		return DSN{}, fmt.Errorf("%w: %s DSN is not a URL (want %s://user:password@host:port/dbname)", ErrInvalid, scheme, scheme)
+	}
+	u, err := dsnurl.Parse(dsn)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the whole URL, password included
-		}
 		return DSN{}, fmt.Errorf("%w: malformed %s DSN: %v", ErrInvalid, scheme, err)
 	}
 	d := DSN{Dialect: Postgres}
-	if strings.EqualFold(scheme, "mysql") {
+	if scheme == "mysql" {
 		d.Dialect = MySQL
+		if u.DBName == "" {
+			return DSN{}, fmt.Errorf("%w: mysql DSN has no database name (want mysql://user:password@host:port/dbname)", ErrInvalid)
+		}
 	}
-	if u.Host == "" {
-		return DSN{}, fmt.Errorf("%w: %s DSN has no host (want %s://user:pass@host:port/db)", ErrInvalid, scheme, scheme)
-	}
-	if d.Dialect == MySQL && strings.Trim(u.Path, "/") == "" {
-		return DSN{}, fmt.Errorf("%w: mysql DSN has no database name (want mysql://user:pass@host:port/db)", ErrInvalid)
-	}
-	if p, ok := u.User.Password(); ok {
-		d.password = p
-	}
-	d.Redacted = u.Redacted()
-	if q := u.Query(); q.Has("password") {
-		d.password = q.Get("password")
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-		d.Redacted = u.Redacted()
-	}
+	d.secrets, d.spans = u.Secrets(dsn), u.SecretSpans()
+	d.HasPassword = len(d.secrets) > 0
+	d.Redacted = redacted(u)
 	return d, nil
 }
 
-// scrub removes the password from a driver's error text, in case a driver
-// echoes its configuration.
+// redacted rebuilds u for printing, from parsed parts only.
+func redacted(u *dsnurl.URL) string {
+	var b strings.Builder
+	b.WriteString(u.Scheme + "://")
+	if u.HasUserinfo {
+		b.WriteString(url.PathEscape(u.User))
+		if u.HasPassword {
+			b.WriteString(":xxxxx")
+		}
+		b.WriteByte('@')
+	}
+	for i, h := range u.Hosts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(h.Host)
+		if h.Port != "" {
+			b.WriteString(":" + h.Port)
+		}
+	}
+	if u.HasPath {
+		b.WriteString("/" + url.PathEscape(u.DBName))
+	}
+	for i, p := range u.Params {
+		if i == 0 {
+			b.WriteByte('?')
+		} else {
+			b.WriteByte('&')
+		}
+		v := url.QueryEscape(p.Value)
+		if dsnurl.IsSecret(p.Key) {
+			v = "xxxxx"
+		}
+		b.WriteString(url.QueryEscape(p.Key) + "=" + v)
+	}
+	return b.String()
+}
+
+// scrub removes every secret of d from a driver's error text, in the forms a
+// driver may echo it (decoded, as written, escaped).
 func scrub(err error, d DSN) string {
 	msg := err.Error()
-	if d.password != "" {
-		msg = strings.ReplaceAll(msg, d.password, "xxxxx")
-		if esc := url.QueryEscape(d.password); esc != d.password {
-			msg = strings.ReplaceAll(msg, esc, "xxxxx")
+	for _, s := range d.secrets {
+		if len(s) < 3 {
+			continue // "xx" would mangle the message and reveal nothing
+		}
+		for _, f := range []string{s, url.QueryEscape(s), url.PathEscape(s)} {
+			msg = strings.ReplaceAll(msg, f, "xxxxx")
 		}
 	}
 	return msg

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseDSN(t *testing.T) {
@@ -50,5 +51,102 @@ func TestDSNErrorsHidePassword(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), "postgres://u:"+secret+"@127.0.0.1:1/db?connect_timeout=1"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("unreachable database: %v, want ErrUnavailable", err)
+	}
+}
+
+// Passwords with '#', '?', ':', '/', '@' and '%', written raw and
+// percent-encoded, through every error path of Open on both servers: a
+// refused DSN, a refused parameter, a bad driver option, an unreachable
+// port, a database that does not exist, a rejected password. No error may
+// show any run of the password. Before, postgres://app2:2024#Summer@… was
+// printed whole and Xy7#… leaked ":Xy7" in "invalid port".
+func TestOpenErrorsHideSecrets(t *testing.T) {
+	my := reachable(t, MySQL)
+	pg := reachable(t, Postgres)
+	myHost := hostOf(t, my)
+	pgHost := hostOf(t, pg)
+	fragments := []string{"Xy7", "kLm9", "Qz5"}
+	var dsns []string
+	for _, pw := range []string{
+		"Xy7#kLm9?Qz5:", "Xy7#kLm9", "Xy7?kLm9", "Xy7/kLm9", "Xy7@kLm9", "Xy7%kLm9", "Xy7/kLm9@Qz5",
+		"Xy7%23kLm9%2FQz5%40", "1234/Xy7kLm9",
+	} {
+		for _, tail := range []string{
+			"@127.0.0.1:1/test?connect_timeout=2&timeout=2s",
+			"@" + myHost + "/nosuchdb_fence",
+			"@" + pgHost + "/nosuchdb_fence?sslmode=disable",
+			"@" + myHost + "/test?sql_mode=x",
+			"@" + pgHost + "/test?sslmode=bogus",
+			"@" + pgHost + "/test?sslmode=disable&default_transaction_read_only=on",
+		} {
+			dsns = append(dsns, "postgres://app:"+pw+tail, "mysql://root:"+pw+tail)
+		}
+		dsns = append(dsns,
+			"postgres://"+pgHost+"/test?sslmode=disable&password="+pw+"&sslpassword="+pw+"&default_transaction_read_only=on",
+			"mysql://root@"+myHost+"/test?password="+pw)
+	}
+	for _, dsn := range dsns {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		s, err := Open(ctx, dsn)
+		cancel()
+		if err == nil {
+			s.Close()
+			continue // PostgreSQL's trust authentication takes any password
+		}
+		if testing.Verbose() {
+			t.Logf("%v", err)
+		}
+		for _, f := range fragments {
+			if strings.Contains(err.Error(), f) {
+				t.Errorf("error shows %q of the password: %v", f, err)
+			}
+		}
+		if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnavailable) {
+			t.Errorf("error is neither ErrInvalid nor ErrUnavailable: %v", err)
+		}
+	}
+}
+
+func hostOf(t *testing.T, dsn string) string {
+	t.Helper()
+	_, rest, _ := strings.Cut(dsn, "://")
+	if i := strings.LastIndexByte(rest[:strings.IndexByte(rest, '/')], '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	return host
+}
+
+// ParseDSN reads the userinfo as pgx does, so fence and the driver agree on
+// who the user and the password are; Redacted shows neither the password
+// nor a secret parameter.
+func TestParseDSNPasswords(t *testing.T) {
+	for _, tc := range []struct{ dsn, redacted string }{
+		{"postgres://app2:2024#Summer@127.0.0.1:25432/h3?sslmode=disable", "postgres://app2:xxxxx@127.0.0.1:25432/h3?sslmode=disable"},
+		{"postgres://app:a?b:c@h/db", "postgres://app:xxxxx@h/db"},
+		{"mysql://app:a%2Fb%40c@h:3306/db", "mysql://app:xxxxx@h:3306/db"},
+		{"postgres://h/db?sslpassword=Xy7&password=Xy7&sslmode=require", "postgres://h/db?sslpassword=xxxxx&password=xxxxx&sslmode=require"},
+		{"mysql://u@h/db?password=Xy7", "mysql://u@h/db?password=xxxxx"},
+		{"postgres://h1:5432,h2/db", "postgres://h1:5432,h2/db"},
+	} {
+		d, err := ParseDSN(tc.dsn)
+		if err != nil || d.Redacted != tc.redacted {
+			t.Errorf("%s: %q %v, want %q", tc.dsn, d.Redacted, err, tc.redacted)
+		}
+		if want := strings.Contains(tc.dsn, "Xy7") || strings.Contains(tc.dsn, ":a"); d.HasPassword != want && !strings.Contains(tc.dsn, "Summer") {
+			t.Errorf("%s: HasPassword %v", tc.dsn, d.HasPassword)
+		}
+	}
+	if d, _ := ParseDSN("postgres://u@h/db"); d.HasPassword {
+		t.Errorf("HasPassword without a password")
+	}
+	for _, dsn := range []string{
+		"postgres://app:Xy7/kLm9@h/db", "postgres://app:Xy7@kLm9@h/db", "postgres://app:50%off@h/db",
+		"postgres://app:1234/kLm9@h/db", "mysql://app:Xy7/kLm9@h:3306/db",
+	} {
+		_, err := ParseDSN(dsn)
+		if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "Xy7") || strings.Contains(err.Error(), "kLm9") || strings.Contains(err.Error(), "off") {
+			t.Errorf("%s: %v, want ErrInvalid that quotes nothing", dsn, err)
+		}
 	}
 }

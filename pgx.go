@@ -27,7 +27,8 @@ type PgxQuerier = postgres.PgxQuerier
 
 // OpenPool returns a PostgreSQL store over pgx's own pool, with no
 // database/sql in between. The caller keeps ownership of pool: Close does not
-// close it. DB returns nil for such a store; fenced writes in the caller's
+// close it. It checks the pool's settings as OpenDB checks a handle (see
+// OpenDB; postgres.NewPoolConfig forces them). DB returns nil for such a store; fenced writes in the caller's
 // transactions use ExecPgx, InPgxTx and CheckPgxTx.
 func OpenPool(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	s, err := newStore(Postgres, opts)
@@ -40,6 +41,11 @@ func OpenPool(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	d, err := postgres.NewPool(pool, s.prefix)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	if err := checkSession(ctx, d.CheckSession); err != nil {
+		return nil, err // a pool with a wrong setting, as OpenDB refuses a handle
 	}
 	s.drv, s.pool = d, pool
 	return s, nil

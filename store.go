@@ -37,6 +37,7 @@ type Store struct {
 	log     *slog.Logger
 	clock   Clock
 	wait    waitConfig
+	maxOpen int // Open's pool bound (WithMaxOpenConns)
 
 	observers []Observer
 }
@@ -65,16 +66,49 @@ func WithWaitBackoff(min, max time.Duration) Option {
 
 type waitConfig struct{ min, max time.Duration }
 
+// WithMaxOpenConns bounds the connection pool of a store that Open opened
+// (default 10, with as many kept idle, each connection replaced after 30
+// minutes and closed after 5 idle). Ten is enough for fence's own work —
+// each lease operation is one short statement, and a Run uses at most two
+// connections at a time (renewal and run ledger) besides the job's writes —
+// and it keeps ten processes within PostgreSQL's default max_connections of
+// 100. Without a bound, a burst of goroutines opens a connection each until
+// the server refuses more (60 concurrent acquires against
+// max_connections=20 failed 36); with one they queue for a connection.
+// OpenDB and OpenPool leave the caller's pool as it is. A SQLite
+// "sqlite::memory:" store always has one connection.
+func WithMaxOpenConns(n int) Option { return func(s *Store) { s.maxOpen = n } }
+
+// Pool defaults of a store that Open opened (see WithMaxOpenConns).
+const (
+	defaultMaxOpenConns    = 10
+	defaultConnMaxLifetime = 30 * time.Minute
+	defaultConnMaxIdleTime = 5 * time.Minute
+)
+
+// checkTimeout bounds OpenDB's and OpenPool's check of the handle, which
+// have no context of their own.
+const checkTimeout = 30 * time.Second
+
 // Open opens a store from a DSN:
 //
 //	sqlite:PATH             (sqlite::memory: for a private in-memory database)
 //	postgres://… or postgresql://…
 //	mysql://user:pass@host:port/db?param=value
 //
-// It pings the database; an unreachable one gives an error wrapping
-// ErrUnavailable. Errors never contain the DSN's password.
+// It forces the session settings fence relies on (mysql.Open,
+// postgres.NewConnector, sqlite.Open list them), refuses a DSN that sets
+// them otherwise (and a MySQL DSN parameter outside go-sql-driver's known
+// options) with an error wrapping ErrInvalid, and checks the first
+// connection as OpenDB does. Its pool is bounded (WithMaxOpenConns). An
+// unreachable database gives an error wrapping ErrUnavailable. Errors never
+// contain the DSN's password or secret parameters.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	d, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newStore(d.Dialect, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -90,23 +124,37 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening %s: %v", ErrInvalid, d.Redacted, scrub(err, d))
 	}
+	if !(d.Dialect == SQLite && d.Path == ":memory:") {
+		db.SetMaxOpenConns(s.maxOpen)
+		db.SetMaxIdleConns(s.maxOpen)
+		db.SetConnMaxLifetime(defaultConnMaxLifetime)
+		db.SetConnMaxIdleTime(defaultConnMaxIdleTime)
+	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, d.Redacted, scrub(err, d))
 	}
-	s, err := OpenDB(db, d.Dialect, opts...)
-	if err != nil {
+	if err := s.attach(ctx, db); err != nil {
 		db.Close()
-		return nil, err
+		return nil, scrubErr(err, d)
 	}
 	s.ownsDB = true
 	return s, nil
 }
 
 // OpenDB returns a store over an existing database handle. The caller keeps
-// ownership of db: Close does not close it. For MySQL the handle should have
-// clientFoundRows=true if you use fenced writes, so that a write that matched
-// a row but changed nothing is not mistaken for a rejection.
+// ownership of db: Close does not close it.
+//
+// OpenDB connects once (within 30 s) to check the settings fence relies on,
+// and refuses a handle that would break them with an error wrapping
+// ErrInvalid that names the setting and the fix: on MySQL autocommit=0, READ
+// UNCOMMITTED, a read-only session, or a handle without clientFoundRows
+// (checked on a TEMPORARY table); on PostgreSQL a standby, a read-only
+// default, a default isolation other than READ COMMITTED, or
+// synchronous_commit=off; on SQLite journal_mode OFF (or MEMORY on a file)
+// or synchronous below FULL on a file. Handles from mysql.Open,
+// postgres.Open and sqlite.Open pass. An unreachable database gives an error
+// wrapping ErrUnavailable.
 func OpenDB(db *sql.DB, dialect Dialect, opts ...Option) (*Store, error) {
 	s, err := newStore(dialect, opts)
 	if err != nil {
@@ -115,21 +163,70 @@ func OpenDB(db *sql.DB, dialect Dialect, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
 	}
-	s.db = db
-	switch dialect {
-	case SQLite:
-		s.drv, err = sqlite.New(db, s.prefix)
-	case Postgres:
-		s.drv, err = postgres.New(db, s.prefix)
-	case MySQL:
-		s.drv, err = mysql.New(db, s.prefix)
-	default:
-		return nil, fmt.Errorf("%w: unknown dialect %q (want sqlite, postgres or mysql)", ErrInvalid, dialect)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	if err := s.attach(ctx, db); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// attach makes the dialect's driver over db and checks db's session
+// settings.
+func (s *Store) attach(ctx context.Context, db *sql.DB) error {
+	var (
+		drv interface {
+			driver.Driver
+			CheckSession(context.Context) error
+		}
+		err error
+	)
+	switch s.dialect {
+	case SQLite:
+		drv, err = sqlite.New(db, s.prefix)
+	case Postgres:
+		drv, err = postgres.New(db, s.prefix)
+	case MySQL:
+		drv, err = mysql.New(db, s.prefix)
+	default:
+		return fmt.Errorf("%w: unknown dialect %q (want sqlite, postgres or mysql)", ErrInvalid, s.dialect)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := checkSession(ctx, drv.CheckSession); err != nil {
+		return err
+	}
+	s.db, s.drv = db, drv
+	return nil
+}
+
+// checkSession runs a driver's settings check: a wrong setting is
+// ErrInvalid, anything else (no connection) ErrUnavailable.
+func checkSession(ctx context.Context, check func(context.Context) error) error {
+	err := check(ctx)
+	var se *driver.SettingError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	default:
+		return fmt.Errorf("%w: checking the connection's settings: %v", ErrUnavailable, err)
+	}
+}
+
+// scrubErr is scrub for an error that wraps a sentinel, keeping the chain.
+func scrubErr(err error, d DSN) error {
+	if msg := scrub(err, d); msg != err.Error() {
+		for _, sentinel := range []error{ErrInvalid, ErrUnavailable} {
+			if errors.Is(err, sentinel) {
+				return fmt.Errorf("%w: %s", sentinel, msg)
+			}
+		}
+		return errors.New(msg)
+	}
+	return err
 }
 
 // newStore applies and validates the options common to every handle.
@@ -140,6 +237,7 @@ func newStore(dialect Dialect, opts []Option) (*Store, error) {
 		log:     slog.New(slog.DiscardHandler),
 		clock:   systemClock{},
 		wait:    waitConfig{min: 25 * time.Millisecond, max: 2 * time.Second},
+		maxOpen: defaultMaxOpenConns,
 	}
 	for _, o := range opts {
 		o(s)
@@ -149,6 +247,9 @@ func newStore(dialect Dialect, opts []Option) (*Store, error) {
 	}
 	if s.wait.min <= 0 || s.wait.max < s.wait.min {
 		return nil, fmt.Errorf("%w: wait backoff min %v max %v", ErrInvalid, s.wait.min, s.wait.max)
+	}
+	if s.maxOpen < 1 {
+		return nil, fmt.Errorf("%w: WithMaxOpenConns(%d): want at least 1", ErrInvalid, s.maxOpen)
 	}
 	return s, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fence/internal/driver"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -34,15 +35,15 @@ func TestParseURL(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", cfg)
 	}
 
-	cfg, err = parseURL("mysql://root@[::1]/app?clientFoundRows=false&interpolateParams=false&time_zone=%27-05%3A00%27")
+	cfg, err = parseURL("mysql://root@[::1]/app?clientFoundRows=true&interpolateParams=false&time_zone=%27%2B00%3A00%27&autocommit=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "[::1]:3306" || cfg.Passwd != "" {
 		t.Errorf("addr %q", cfg.Addr)
 	}
-	if cfg.ClientFoundRows || cfg.InterpolateParams || cfg.Params["time_zone"] != "'-05:00'" {
-		t.Errorf("explicit settings overridden: %+v %v", cfg, cfg.Params)
+	if !cfg.ClientFoundRows || cfg.InterpolateParams || cfg.Params["time_zone"] != "'+00:00'" || cfg.Params["autocommit"] != "1" {
+		t.Errorf("settings: %+v %v", cfg, cfg.Params)
 	}
 
 	cfg, err = parseURL("mysql://root@localhost/app?socket=/run/mysqld/mysqld.sock")
@@ -69,6 +70,10 @@ func TestOpenErrorsNeverContainThePassword(t *testing.T) {
 		"mysql://root:" + secret + "@127.0.0.1:3306/test?timeout=" + esc,
 		"mysql://root:" + secret + "@127.0.0.1:3306/test?clientFoundRows=" + esc,
 		"mysql://root:" + secret + "@127.0.0.1:3306/test?charset=gbk",
+		"mysql://root:" + secret + "@127.0.0.1:3306/test?password=" + esc,
+		"mysql://root:" + secret + "#x@y@127.0.0.1:3306/test",
+		"mysql://root:" + secret + "?x/y@127.0.0.1:3306/test",
+		"mysql://root:Xy7#" + secret + "/z@127.0.0.1:3306/test",
 		"mysql://root:" + secret + "@127.0.0.1:3306/test?tls=" + esc,
 		"mysql://root:" + secret + "@127.0.0.1:3306/test?loc=" + esc,
 	} {
@@ -78,7 +83,7 @@ func TestOpenErrorsNeverContainThePassword(t *testing.T) {
 			t.Errorf("Open(%q) accepted a bad DSN", strings.ReplaceAll(dsn, secret, "***"))
 			continue
 		}
-		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), secret[:6]) {
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), secret[:6]) || strings.Contains(err.Error(), "Xy7") {
 			t.Errorf("error quotes the password: %v", err)
 		}
 	}
@@ -108,6 +113,109 @@ func TestOpenErrorsNeverContainThePassword(t *testing.T) {
 	}
 }
 
+// Passwords are split the way pgx splits postgres:// URLs: '#', '?' and ':'
+// are password bytes; '/' and '@' must be percent-encoded, and a DSN where
+// they are not is refused rather than read another way.
+func TestParseURLPasswords(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"mysql://app:2024#Summer@127.0.0.1:3306/test": "2024#Summer",
+		"mysql://app:a?b:c@127.0.0.1:3306/test":       "a?b:c",
+		"mysql://app:a%2Fb%40c%25@127.0.0.1/test":     "a/b@c%",
+	} {
+		cfg, err := parseURL(dsn)
+		if err != nil {
+			t.Errorf("%s: %v", dsn, err)
+			continue
+		}
+		if cfg.User != "app" || cfg.Passwd != want || cfg.Addr != "127.0.0.1:3306" || cfg.DBName != "test" {
+			t.Errorf("%s: user %q password %q addr %q db %q", dsn, cfg.User, cfg.Passwd, cfg.Addr, cfg.DBName)
+		}
+	}
+	for _, dsn := range []string{
+		"mysql://app:a/b@127.0.0.1:3306/test",
+		"mysql://app:a@b@127.0.0.1:3306/test",
+		"mysql://app:50%off@127.0.0.1:3306/test",
+	} {
+		if _, err := parseURL(dsn); err == nil {
+			t.Errorf("%s: accepted", dsn)
+		}
+	}
+}
+
+// The allow-list: go-sql-driver sends an unknown parameter as SET k = v,
+// so ?password=PASSWORD('x') once changed the account's password. Each of
+// these is refused before anything is sent (no server needed).
+func TestParseURLAllowList(t *testing.T) {
+	for _, q := range []string{
+		"password=PASSWORD(%27x%27)", "sql_mode=%27%27", "autocommit=0", "autocommit=OFF",
+		"clientFoundRows=false", "time_zone=%27-05%3A00%27", "time_zone=SYSTEM",
+		"tx_isolation=%27READ-UNCOMMITTED%27", "tx_isolation=READ-COMMITTED", "innodb_lock_wait_timeout=1%3BDROP",
+		"charset=utf8mb4%20COLLATE%20x", "collation=a%27b", "strict=true", "allowAllFiles=true",
+		"parseTime=maybe", "timeout=1s&timeout=2s", "init_connect=x", "wait_timeout=1",
+	} {
+		_, err := parseURL("mysql://root@127.0.0.1:1/test?" + q)
+		var se *driver.SettingError
+		if !errors.As(err, &se) {
+			t.Errorf("%s: %v, want a SettingError", q, err)
+		}
+	}
+	for _, q := range []string{
+		"tls=false", "timeout=5s&readTimeout=1s&writeTimeout=1s", "charset=utf8mb4", "collation=utf8mb4_bin",
+		"loc=UTC&parseTime=true", "tx_isolation=%27REPEATABLE-READ%27", "transaction_isolation=%27read-committed%27",
+		"innodb_lock_wait_timeout=5", "multiStatements=true", "autocommit=1", "clientFoundRows=true",
+		"time_zone=%27UTC%27", "maxAllowedPacket=0", "socket=/run/mysqld/mysqld.sock", "rejectReadOnly=true",
+	} {
+		if _, err := parseURL("mysql://root@127.0.0.1:1/test?" + q); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+}
+
+// CheckSession on the real server: Open's handle passes; a plain
+// go-sql-driver handle (no clientFoundRows) and one with autocommit=0 are
+// refused, each naming the setting.
+func TestCheckSession(t *testing.T) {
+	ctx := ctxT(t)
+	if err := newDriver(t, viaOpen).CheckSession(ctx); err != nil {
+		t.Errorf("Open's handle: %v", err)
+	}
+	var se *driver.SettingError
+	if err := newDriver(t, viaPlain).CheckSession(ctx); !errors.As(err, &se) || !strings.Contains(err.Error(), "clientFoundRows") {
+		t.Errorf("plain handle: %v", err)
+	}
+	cfg, err := parseURL(testdb.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params["autocommit"] = "0"
+	c, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	d, err := New(db, testdb.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckSession(ctx); !errors.As(err, &se) || !strings.Contains(err.Error(), "autocommit=0") {
+		t.Errorf("autocommit=0: %v", err)
+	}
+	// The check drops its temporary table: twice on a one-connection
+	// handle, the second CREATE would fail otherwise.
+	one := openDB(t, viaOpen)
+	one.SetMaxOpenConns(1)
+	d2, err := New(one, testdb.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := d2.CheckSession(ctx); err != nil {
+			t.Fatalf("check %d on one connection: %v", i+1, err)
+		}
+	}
+}
+
 // Open's handle runs interpolated, UTC sessions with clientFoundRows.
 func TestOpenSession(t *testing.T) {
 	db := openDB(t, viaOpen)
@@ -117,6 +225,10 @@ func TestOpenSession(t *testing.T) {
 	}
 	if tz != "+00:00" {
 		t.Errorf("session time zone %q", tz)
+	}
+	var autocommit int
+	if err := db.QueryRowContext(ctxT(t), "SELECT @@session.autocommit").Scan(&autocommit); err != nil || autocommit != 1 {
+		t.Errorf("autocommit %d %v", autocommit, err)
 	}
 }
 

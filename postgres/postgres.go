@@ -17,6 +17,7 @@ import (
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -108,6 +109,9 @@ func NewPoolConfig(dsn string) (*pgxpool.Config, error) {
 		// Not wrapped, for the reason NewConnector gives.
 		return nil, fmt.Errorf("postgres: invalid DSN: %s", scrubPassword(err.Error(), dsn))
 	}
+	if err := forceSettings(cfg.ConnConfig.RuntimeParams); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
@@ -140,7 +144,104 @@ func NewConnector(dsn string) (sqldriver.Connector, error) {
 		// the error chain (ParseConfigError.ConnString).
 		return nil, fmt.Errorf("postgres: invalid DSN: %s", scrubPassword(err.Error(), dsn))
 	}
+	if err := forceSettings(cfg.RuntimeParams); err != nil {
+		return nil, err
+	}
 	return stdlib.GetConnector(*cfg), nil
+}
+
+// forced are the session settings Open, NewConnector and NewPoolConfig send
+// in every connection's startup packet, over the role's, the database's and
+// the server's defaults:
+//
+//   - default_transaction_isolation 'read committed': fence's statements are
+//     written for it. Under REPEATABLE READ or SERIALIZABLE a lease statement
+//     that meets a concurrent takeover fails with a serialization error
+//     instead of answering held or lost. A caller's own transaction may still
+//     ask for another level (sql.TxOptions, pgx.TxOptions).
+//   - default_transaction_read_only off: a read-only default would refuse
+//     every acquire and renewal.
+//
+// synchronous_commit is not forced: 'local', 'remote_write', 'on' and
+// 'remote_apply' all make a commit durable on this server before fence
+// reports it, and forcing one would override a replication setup's choice.
+// 'off' is refused (by CheckSession and in a DSN): a server crash could
+// lose an acquisition already reported, and the next owner would get the
+// same fence.
+//
+//go:embed queries/check_session.sql
+var checkSessionSQL string
+
+var forced = map[string]string{
+	"default_transaction_isolation": "read committed",
+	"default_transaction_read_only": "off",
+}
+
+// forceSettings adds the forced settings to a connection's runtime
+// parameters, and refuses a DSN that sets one of them, or
+// synchronous_commit=off, explicitly.
+func forceSettings(rp map[string]string) error {
+	for k, v := range rp {
+		lk := strings.ToLower(k)
+		if want, ok := forced[lk]; ok && !strings.EqualFold(strings.TrimSpace(v), want) {
+			return &driver.SettingError{Msg: fmt.Sprintf("postgres: DSN sets %s to another value than fence's %q; remove the parameter", lk, want)}
+		}
+		if lk == "synchronous_commit" && isOff(v) {
+			return &driver.SettingError{Msg: synchronousCommitOff}
+		}
+		if lk == "options" && strings.Contains(strings.ToLower(v), "default_transaction_") {
+			// The forced startup parameter wins over options=-c (measured
+			// on PostgreSQL 15), so the DSN's wish would be silently
+			// ignored: say so instead.
+			return &driver.SettingError{Msg: "postgres: DSN options parameter sets a default_transaction_ setting, which fence forces; remove it from options"}
+		}
+	}
+	for k, v := range forced {
+		rp[k] = v
+	}
+	return nil
+}
+
+func isOff(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "off", "false", "no", "0":
+		return true
+	}
+	return false
+}
+
+const synchronousCommitOff = "postgres: synchronous_commit is off: a server crash could lose an acquisition fence already reported, " +
+	"and the next owner would get the same fence; use synchronous_commit=on (a DSN parameter, ALTER ROLE … SET, or the server configuration)"
+
+// CheckSession verifies, on the driver's handle or pool, the settings fence
+// relies on, and returns a *driver.SettingError naming the setting and the
+// fix for a wrong one: not a standby (pg_is_in_recovery), default and
+// current transactions read-write, default isolation READ COMMITTED (READ
+// UNCOMMITTED behaves as READ COMMITTED in PostgreSQL), synchronous_commit
+// not off. Handles from Open, NewConnector and NewPoolConfig have them
+// forced; a caller's own handle is checked on one connection, and every
+// connection of a pool is assumed to be made alike.
+func (d *Driver) CheckSession(ctx context.Context) error {
+	var recovery bool
+	var iso, defRO, ro, sync string
+	err := d.c.queryRow(ctx, checkSessionSQL).Scan(&recovery, &iso, &defRO, &ro, &sync)
+	if err != nil {
+		return err
+	}
+	switch {
+	case recovery:
+		return &driver.SettingError{Msg: "postgres: the server is a standby (in recovery): fence needs the primary"}
+	case defRO != "off" || ro != "off":
+		return &driver.SettingError{Msg: "postgres: the session is read-only (default_transaction_read_only or transaction_read_only is on): " +
+			"fence cannot take or renew a lease; unset default_transaction_read_only for the role or database, or open the store with fence.Open"}
+	case iso != "read committed" && iso != "read uncommitted":
+		return &driver.SettingError{Msg: fmt.Sprintf("postgres: default_transaction_isolation is %q: fence's lease statements are written for READ COMMITTED "+
+			"and would fail with serialization errors under contention; set default_transaction_isolation='read committed' "+
+			"(a DSN parameter, or RuntimeParams in the pgx config) and ask for stronger isolation per transaction instead, or open the store with fence.Open", iso)}
+	case isOff(sync):
+		return &driver.SettingError{Msg: synchronousCommitOff}
+	}
+	return nil
 }
 
 // Dialect returns "postgres".

@@ -40,3 +40,21 @@ func TestConcurrentOpenOfNewFile(t *testing.T) {
 		t.Fatalf("%d of 800 concurrent opens of new files failed; first: %v", len(failed), failed[0])
 	}
 }
+
+// Open's settings pass CheckSession, on a file and in memory.
+func TestCheckSessionOfOpen(t *testing.T) {
+	for _, file := range []string{filepath.Join(t.TempDir(), "c.db"), ":memory:"} {
+		db, err := Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := New(db, "fence_")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.CheckSession(context.Background()); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+		db.Close()
+	}
+}

@@ -586,3 +586,47 @@ func scanRun(s scanner) (driver.Run, error) {
 
 // NowSQL returns the database clock in milliseconds as an SQL expression.
 func (d *Driver) NowSQL() string { return now }
+
+// CheckSession verifies, on one connection of the driver's handle, the
+// settings fence relies on, and returns a *driver.SettingError naming the
+// setting and the fix for a wrong one:
+//
+//   - a journal: with journal_mode=OFF a rolled-back transaction (a fenced
+//     transaction whose check failed) keeps its writes, and with MEMORY on a
+//     file a crash mid-transaction leaves them half-written;
+//   - synchronous FULL or EXTRA on a file: with NORMAL in WAL mode (and OFF
+//     in any mode) a power loss can roll back commits fence already
+//     reported, and hand a fence out twice.
+//
+// Not checked, because no pragma shows it: whether BEGIN takes the write lock
+// (_txlock=immediate). A deferred transaction is still safe, only less
+// patient: its first write after a read fails with SQLITE_BUSY (or
+// SQLITE_BUSY_SNAPSHOT in WAL mode) when another writer committed in
+// between, rather than waiting. Nor busy_timeout: without it writers fail
+// with SQLITE_BUSY instead of queueing, which is an error, never a wrong
+// answer. Open sets both.
+func (d *Driver) CheckSession(ctx context.Context) error {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var file, mode string
+	var sync int
+	if err := c.QueryRowContext(ctx, d.q["check_session"]).Scan(&file, &mode, &sync); err != nil {
+		return err
+	}
+	mode = strings.ToLower(mode)
+	switch {
+	case mode == "off":
+		return &driver.SettingError{Msg: "sqlite: journal_mode is OFF: a rolled-back transaction would keep its writes; " +
+			"use journal_mode(WAL) (_pragma=journal_mode(WAL) in the DSN) or open the store with fence.Open"}
+	case file != "" && mode == "memory":
+		return &driver.SettingError{Msg: "sqlite: journal_mode is MEMORY on a file: a crash mid-transaction leaves it half-written; " +
+			"use journal_mode(WAL) (_pragma=journal_mode(WAL) in the DSN) or open the store with fence.Open"}
+	case file != "" && sync < 2:
+		return &driver.SettingError{Msg: fmt.Sprintf("sqlite: synchronous is %d (want 2, FULL): a power loss could roll back a reported acquisition "+
+			"and hand its fence out again; use _pragma=synchronous(FULL) in the DSN or open the store with fence.Open", sync)}
+	}
+	return nil
+}

@@ -1,0 +1,1 @@
+DROP TEMPORARY TABLE IF EXISTS {{prefix}}found_rows_check

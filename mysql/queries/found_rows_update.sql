@@ -1,0 +1,1 @@
+UPDATE {{prefix}}found_rows_check SET v = 1 WHERE id = 1
