@@ -199,6 +199,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	a.warnDSNInArgv()
 	if _, err := exec.LookPath(o.argv[0]); err != nil {
 		code := ExitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -226,7 +227,6 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	}
 	defer s.Close()
 
-	a.warnDSNInArgv()
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, append(forwardedSignals, jobControlSignals...)...)
 	defer signal.Stop(sigs)

@@ -128,13 +128,13 @@ func TestRunContention(t *testing.T) {
 func TestRunPausedRunnerExitsLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
-		a := b.start(t, "run", "--lease", "story", "--ttl", "1500ms", "--", "sh", "-c", "touch "+started+"; sleep 4; echo done")
+		a := b.start(t, "run", "--lease", "story", "--ttl", "3s", "--", "sh", "-c", "touch "+started+"; sleep 6; echo done")
 		waitFile(t, started, 30*time.Second) // A's run is recorded
 		a.signal(syscall.SIGSTOP)
-		time.Sleep(2500 * time.Millisecond) // past A's TTL
+		time.Sleep(4 * time.Second) // past A's TTL
 
 		// --wait only for robustness on a slow machine: A's lease lapses
-		// 1.5s after its last renewal at the latest.
+		// 3s after its last renewal at the latest.
 		rb := b.fence(t, "run", "--lease", "story", "--wait", "30s", "--", "true")
 		if rb.code != 0 {
 			t.Fatalf("B: %v", rb)

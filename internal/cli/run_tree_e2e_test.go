@@ -170,11 +170,14 @@ func TestRunSuspendPastTTLThenContinue(t *testing.T) {
 		started := filepath.Join(b.dir, "started")
 		ticks := filepath.Join(b.dir, "ticks")
 		p := b.start(t, "--log-level", "info", "run", "--lease", "tstp", "--ttl", "3s", "--", "sh", "-c",
-			"exec 2>/dev/null; touch "+started+"; while :; do echo t >> "+ticks+"; sleep 0.02; done")
+			"exec 2>/dev/null; : > "+ticks+"; touch "+started+"; while :; do echo t >> "+ticks+"; sleep 0.02; done")
 		waitFile(t, started, 30*time.Second)
 		p.signal(syscall.SIGTSTP)
 		p.waitStderr("fence: command stopped; stopping fence", 30*time.Second)
-		st, _ := os.Stat(ticks)
+		st, err := os.Stat(ticks)
+		if err != nil {
+			t.Fatal(err)
+		}
 		before := st.Size()
 
 		// The lease lapses while fence is stopped; the next holder gets it.
