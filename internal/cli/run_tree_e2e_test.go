@@ -123,6 +123,19 @@ func testKill9(t *testing.T, b *backend, mark string) {
 		p.signal(syscall.SIGKILL)
 		p.wait(time.Minute)
 
+		// Nobody finished the run: once its lease expired it is not
+		// "running" any more, but lost with an unknown outcome.
+		waitCond(t, "the killed holder's lease expired", 30*time.Second, func() bool {
+			return b.lease(t, "killme").State == "expired"
+		})
+		runs := b.runsJSON(t, "--lease", "killme")
+		if len(runs) != 1 || runs[0].Status != "lost" || runs[0].Error == nil || *runs[0].Error != expiredOutcome {
+			t.Errorf("a run whose lease expired unfinished should show as lost (%s): %+v", expiredOutcome, runs)
+		}
+		if r := b.fence(t, "runs", "--lease", "killme"); !strings.Contains(r.stdout, "lost") || strings.Contains(r.stdout, "…") {
+			t.Errorf("fence runs should not show the dead run as running:\n%s", r.stdout)
+		}
+
 		alive, fence := nextHolderFinds(t, b, "killme", mark)
 		if fence != "2" {
 			t.Errorf("the next holder got fence %q, want 2", fence)
