@@ -310,7 +310,7 @@ func TestRunCompletionKillsDetachedDescendants(t *testing.T) {
 		mark := "done-" + b.prefix
 		a := markedBackend(t, b, mark)
 		r := a.fence(t, "run", "--lease", "detach", "--", "bash", "-c",
-			"setsid sleep 1003 & set -m; sleep 1004 & (sleep 1005 &) ; exit 0")
+			"setsid sleep 1003 & set -m; sleep 1004 & (sleep 1005 &) ; sleep 1; exit 0")
 		if r.code != 0 {
 			t.Fatal(r)
 		}
