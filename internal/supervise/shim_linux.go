@@ -84,10 +84,11 @@ func (s *shim) run(ctl *os.File, path string, argv []string) int {
 	attr := &syscall.SysProcAttr{Setpgid: true}
 	// FENCE_SUPERVISE_NO_CGROUP=1 tests (and lets an operator choose) the
 	// fallback of machines without a writable cgroup v2 hierarchy.
-	if os.Getenv("FENCE_SUPERVISE_NO_CGROUP") == "1" {
-	} else if cg, err := newCgroup(); err == nil {
-		s.cg = cg
-		attr.UseCgroupFD, attr.CgroupFD = true, int(cg.fd.Fd())
+	if os.Getenv("FENCE_SUPERVISE_NO_CGROUP") != "1" {
+		if cg, err := newCgroup(); err == nil {
+			s.cg = cg
+			attr.UseCgroupFD, attr.CgroupFD = true, int(cg.fd.Fd())
+		}
 	}
 	pa := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr}
 	if boottime.Now() >= s.deadline {
