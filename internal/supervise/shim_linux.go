@@ -161,7 +161,9 @@ func (s *shim) run(ctl *os.File, path string, argv []string) int {
 	}
 	// Whatever the command left behind must not outlive it.
 	s.killAll()
-	for s.reapAny() {
+	// A process in uninterruptible sleep can outlast SIGKILL for a while;
+	// do not wait for it for ever.
+	for end := time.Now().Add(killTimeout); s.reapAny() && time.Now().Before(end); {
 	}
 	s.cleanup()
 	s.send("X %d", uint32(ws))
