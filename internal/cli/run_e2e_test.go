@@ -421,6 +421,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--log-level", "loud", "leases"}, `unknown --log-level "loud"`},
 		{[]string{"--prefix", "no-dashes", "leases"}, "--prefix"},
 		{[]string{"--dsn", "oracle://x", "leases"}, `unknown DSN scheme "oracle"`},
+		{[]string{"--dsn-file", "/nonexistent/fence-dsn", "leases"}, `--dsn-file "/nonexistent/fence-dsn": no such file or directory`},
+		{[]string{"--dsn-file", "/dev/null", "leases"}, "the first line is empty"},
+		{[]string{"--dsn", "sqlite:x.db", "--dsn-file", "/dev/null", "leases"}, "--dsn and --dsn-file are both set"},
 	} {
 		r := b.fence(t, c.args...)
 		if r.code != ExitUsage {
