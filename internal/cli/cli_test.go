@@ -61,7 +61,9 @@ func TestHelp(t *testing.T) {
 		{"migrate", []string{"idempotent", "schema_version"}},
 		{"run", []string{
 			"FENCE_LEASE", "FENCE_OWNER", "FENCE_TOKEN", "FENCE_RUN_ID", "FENCE_DSN",
-			"The grace is capped", "before the moment the lease could lapse",
+			"min(now + --grace, lapse - margin)", "the moment the lease", "CLOCK_BOOTTIME",
+			"PR_SET_CHILD_SUBREAPER", "cgroup.kill", "dead-man's switch", "kill -9", "SIGTSTP", "What remains",
+			"--export-dsn", "--dsn-file",
 			"\n  64 ", "\n  69 ", "\n  75 ", "\n  76 ", "128+S", "--wait duration", "--grace duration",
 		}},
 		{"leases", []string{"held", "expired", "released", "revoked", "expires_in_ms", "db_now", "--json"}},
