@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/fencekit/fence/internal/boottime"
 )
 
 // Job is the work Run does while it holds the lease. Its context carries the
@@ -155,8 +157,10 @@ const (
 
 // LapseTime returns the local time at which the lease a Job runs under could
 // first lapse: the start of the last successful renewal (or of the acquire)
-// plus the TTL, on the local monotonic clock. Work that must not outlive the
-// lease (a child process, an external call) has to be stopped before then.
+// plus the TTL, measured on a clock that counts time the host spent
+// suspended (CLOCK_BOOTTIME on Linux) and returned as a time.Time relative to
+// now. Work that must not outlive the lease (a child process, an external
+// call) has to be stopped before then.
 func LapseTime(ctx context.Context) (time.Time, bool) {
 	k, ok := ctx.Value(keeperKey).(*keeper)
 	if !ok {
@@ -164,7 +168,7 @@ func LapseTime(ctx context.Context) (time.Time, bool) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.lastOK.Add(k.c.ttl), true
+	return time.Now().Add(k.lastOK + k.c.ttl - boottime.Now()), true
 }
 
 // TokenFrom returns the token of the lease a Job runs under.
@@ -237,7 +241,7 @@ func (e *UnprovenError) Unwrap() error        { return e.Last }
 // Run acquires the lease name, records a run, and runs job while renewing
 // the lease every TTL/3. It cancels the job's context the moment a renewal is
 // rejected, or when no renewal has succeeded within the renew deadline
-// (measured on the local monotonic clock from the start of the last
+// (measured on the boot clock, which counts a suspend, from the start of the last
 // successful renewal), finishes the run with fenced completion, and releases
 // the lease. The error is non-nil only for bad options or when ctx ended
 // before the lease was acquired; everything else is in the Result.
@@ -342,7 +346,10 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 	jctx = context.WithValue(jctx, runIDKey, id)
 	jctx = context.WithValue(jctx, resultKey, box)
 
-	k := &keeper{s: s, c: c, t: t, cancel: cancel, log: log, lastOK: acquiredAt}
+	// The deadline is counted on boot time, which a suspend does not stop;
+	// acquiredAt (the caller's clock) only says how long ago that was.
+	acqBoot := boottime.Now() - max(time.Since(acquiredAt), 0)
+	k := &keeper{s: s, c: c, t: t, cancel: cancel, log: log, lastOK: acqBoot}
 	jctx = context.WithValue(jctx, keeperKey, k)
 	done := make(chan struct{})
 	kdone := make(chan struct{})
@@ -466,7 +473,7 @@ type keeper struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	lastOK  time.Time // local start of the last successful renewal (or acquire)
+	lastOK  time.Duration // boot time at the start of the last successful renewal (or acquire)
 	lastErr error
 	cause   error
 	timer   *time.Timer
@@ -496,6 +503,12 @@ func (k *keeper) lose(cause error) {
 	}
 }
 
+// deadlineCheck bounds how long the deadline timer sleeps. Go's timers run
+// on CLOCK_MONOTONIC, which stands still while the host is suspended: after
+// a resume the timer would fire late by the length of the suspend, so it
+// wakes at least this often to read boot time.
+const deadlineCheck = 250 * time.Millisecond
+
 // armDeadline (re)starts the timer that cancels the job at lastOK+deadline.
 // It runs on its own timer, not in the renew loop, so a renewal call that
 // hangs cannot delay the cancellation.
@@ -505,16 +518,16 @@ func (k *keeper) armDeadline() {
 	if k.cause != nil {
 		return
 	}
-	left := k.c.deadline - time.Since(k.lastOK)
+	left := k.c.deadline - (boottime.Now() - k.lastOK)
 	if k.timer != nil {
 		k.timer.Stop()
 	}
-	k.timer = time.AfterFunc(left, k.checkDeadline)
+	k.timer = time.AfterFunc(min(left, deadlineCheck), k.checkDeadline)
 }
 
 func (k *keeper) checkDeadline() {
 	k.mu.Lock()
-	late := time.Since(k.lastOK) >= k.c.deadline
+	late := boottime.Now()-k.lastOK >= k.c.deadline
 	last := k.lastErr
 	k.mu.Unlock()
 	if late {
@@ -536,7 +549,7 @@ func (k *keeper) run(ctx context.Context, done <-chan struct{}) {
 	// The first renewal is due renewEvery after the acquisition, not after
 	// the run was recorded: StartRun's round trip is part of the interval.
 	k.mu.Lock()
-	next := max(k.c.renewEvery-time.Since(k.lastOK), 0)
+	next := max(k.c.renewEvery-(boottime.Now()-k.lastOK), 0)
 	k.mu.Unlock()
 	for {
 		select {
@@ -549,9 +562,9 @@ func (k *keeper) run(ctx context.Context, done <-chan struct{}) {
 		if k.lostCause() != nil {
 			return
 		}
-		start := time.Now()
+		start := boottime.Now()
 		k.mu.Lock()
-		left := k.c.deadline - start.Sub(k.lastOK)
+		left := k.c.deadline - (start - k.lastOK)
 		k.mu.Unlock()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(k.c.callTimeout, max(left, time.Millisecond)))
 		_, err := k.s.Renew(cctx, k.t, k.c.ttl)

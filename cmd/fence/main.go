@@ -11,5 +11,10 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+	// fence run starts its command under this same binary as a shim
+	// (fence __shim …), which keeps the command's tree inside the lease.
+	if len(os.Args) > 1 && os.Args[1] == cli.ShimCommand {
+		os.Exit(cli.Shim(os.Args[2:]))
+	}
+	os.Exit(cli.Main(cli.AsProcess(context.Background()), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 }

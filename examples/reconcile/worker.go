@@ -94,6 +94,9 @@ func worker(ctx context.Context, stdout, stderr io.Writer, c workerConfig) int {
 	case fence.NotAcquired:
 		say("not acquired: %v", res.Err)
 		return exitNotAcquired
+	case fence.Unknown:
+		say("%s: the job finished but its completion's answer was lost: %v", res.Outcome, res.Err)
+		return exitFailed
 	case fence.Failed:
 		say("failed: fence %d, run %d: %v", res.Token.Fence, res.RunID, firstErr(res.JobErr, res.Err))
 		return exitFailed

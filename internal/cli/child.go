@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,19 +26,52 @@ type supervisor struct {
 	ttl, grace     time.Duration
 	sigs           <-chan os.Signal
 	log            *slog.Logger
+	exe            string       // fence's own binary, run as the shim
+	ownsProcess    bool         // this process is fence run itself, not a test binary
+	exportDSN      bool         // --export-dsn: pass FENCE_DSN to the command
+	store          *fence.Store // to record how a lost run's command ended
 
-	started  bool
-	pid      int
-	code     int       // exit status, 128+S when killed by signal S
-	lostAt   time.Time // when the job's context was cancelled
-	killAt   time.Time // when SIGKILL was due
-	capped   bool      // killAt was brought forward to before the lease could lapse
-	killed   bool      // SIGKILL was sent before the command exited
-	exitedAt time.Time
+	started       bool
+	refused       string // why the command was not started although the lease was acquired
+	pid           int
+	mechanism     string // what holds the command's tree: cgroup, subreaper, process-group
+	code          int    // exit status, 128+S when killed by signal S
+	exit          *childExit
+	lostAt        time.Time // when the job's context was cancelled
+	killAt        time.Time // when SIGKILL was due
+	capped        bool      // killAt was brought forward to before the lease could lapse
+	termed        bool      // SIGTERM was sent to the tree
+	killed        bool      // SIGKILL was sent before the command exited
+	switchFired   bool      // the shim's dead-man's switch killed the tree
+	killedStopped bool      // stopped by ^Z, then killed on SIGCONT without resuming
+	stoppedAt     time.Time
+	exitedAt      time.Time
+}
+
+// refuseLate refuses to start the command when the acquire took so long
+// that the lease cannot be proven for a useful while (a third of the TTL
+// before the renew deadline): the command would be stopped as soon as it
+// started, or run on a lease that may already be someone else's.
+func (s *supervisor) refuseLate(ctx context.Context, tok fence.Token) error {
+	lapse, ok := fence.LapseTime(ctx)
+	if !ok {
+		return nil
+	}
+	left := time.Until(lapse)
+	if ctx.Err() == nil && left-(s.ttl-s.ttl*2/3) >= s.ttl/3 {
+		return nil
+	}
+	s.refused = fmt.Sprintf("acquiring fence %d took %s of the %s TTL, too long to prove the lease for a useful while; the command was not started",
+		tok.Fence, human(max(s.ttl-left, 0)), human(s.ttl))
+	s.code = ExitLost
+	return errors.New(s.refused)
 }
 
 // childEnv is env without any FENCE_* variables of ours, plus this run's.
-func childEnv(env []string, t fence.Token, runID int64, dsn, prefix string) []string {
+// FENCE_DSN (which may carry a password) is passed only with --export-dsn;
+// one in fence's own environment is removed otherwise, so that the command
+// and everything it starts cannot read it from /proc/PID/environ.
+func childEnv(env []string, t fence.Token, runID int64, dsn, prefix string, exportDSN bool) []string {
 	ours := map[string]string{
 		"FENCE_LEASE":  t.Lease,
 		"FENCE_OWNER":  t.Owner,
@@ -53,6 +88,9 @@ func childEnv(env []string, t fence.Token, runID int64, dsn, prefix string) []st
 		}
 	}
 	for _, k := range []string{"FENCE_LEASE", "FENCE_OWNER", "FENCE_TOKEN", "FENCE_RUN_ID", "FENCE_DSN", "FENCE_PREFIX"} {
+		if k == "FENCE_DSN" && !exportDSN {
+			continue
+		}
 		out = append(out, k+"="+ours[k])
 	}
 	return out
@@ -60,9 +98,17 @@ func childEnv(env []string, t fence.Token, runID int64, dsn, prefix string) []st
 
 // stopReport says how the command was stopped after the lease was lost.
 func (s *supervisor) stopReport() string {
+	tree := "the command"
+	if s.mechanism != "" {
+		tree = "the command's process tree (" + s.mechanism + ")"
+	}
 	switch {
 	case !s.started:
 		return "the command was not started"
+	case s.killedStopped:
+		return fmt.Sprintf("%s was stopped with fence (SIGTSTP) and, as the lease could have lapsed while it was stopped, killed with SIGKILL without running again (status %d)", tree, s.code)
+	case s.switchFired:
+		return fmt.Sprintf("fence's shim killed %s with SIGKILL when the lease's deadline passed with no renewal from fence (was fence stopped?) (status %d)", tree, s.code)
 	case s.lostAt.IsZero() || s.exitedAt.Before(s.lostAt):
 		return fmt.Sprintf("the command had exited (status %d)", s.code)
 	case s.killed:
@@ -70,9 +116,9 @@ func (s *supervisor) stopReport() string {
 		if s.capped {
 			why = "before the lease could lapse"
 		}
-		return fmt.Sprintf("stopped the command: SIGTERM, then SIGKILL after %s (%s)", human(max(s.killAt.Sub(s.lostAt), 0)), why)
+		return fmt.Sprintf("stopped %s: SIGTERM, then SIGKILL after %s (%s; status %d)", tree, human(max(s.killAt.Sub(s.lostAt), 0)), why, s.code)
 	}
-	return fmt.Sprintf("stopped the command: SIGTERM; it exited after %s (status %d)", human(s.exitedAt.Sub(s.lostAt)), s.code)
+	return fmt.Sprintf("stopped %s: SIGTERM; it exited after %s (status %d)", tree, human(s.exitedAt.Sub(s.lostAt)), s.code)
 }
 
 // childExit is the job's error when the command exits non-zero.

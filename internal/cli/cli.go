@@ -58,6 +58,7 @@ type app struct {
 
 	// Global flags.
 	dsnFlag, prefixFlag string
+	dsnFile             string
 	json                bool
 	logLevel            string
 
@@ -140,6 +141,7 @@ func (a *app) rootCmd() *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.dsnFlag, "dsn", "", "database `DSN` (default $FENCE_DSN, else "+fence.DefaultDSN+")")
+	pf.StringVar(&a.dsnFile, "dsn-file", "", "read the database DSN from `FILE` (its first line), keeping the password out of argv and ps")
 	pf.StringVar(&a.prefixFlag, "prefix", "", "table `prefix` (default $FENCE_PREFIX, else "+fence.DefaultPrefix+")")
 	pf.BoolVar(&a.json, "json", false, "print listings as JSON (leases, runs, release, migrate, version)")
 	pf.StringVar(&a.logLevel, "log-level", "error", "log `level` on stderr: debug, info, warn or error")
@@ -180,7 +182,16 @@ func (a *app) setup(cmd *cobra.Command) error {
 	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 
 	a.dsn = a.dsnFlag
-	if !cmd.Flags().Changed("dsn") {
+	if cmd.Flags().Changed("dsn-file") {
+		if cmd.Flags().Changed("dsn") {
+			return usagef("give one of them", "--dsn and --dsn-file are both set")
+		}
+		dsn, err := readDSNFile(a.dsnFile)
+		if err != nil {
+			return err
+		}
+		a.dsn = dsn
+	} else if !cmd.Flags().Changed("dsn") {
 		a.dsn = a.getenv("FENCE_DSN")
 		if a.dsn == "" {
 			a.dsn = fence.DefaultDSN
@@ -197,6 +208,25 @@ func (a *app) setup(cmd *cobra.Command) error {
 		return usagef("a prefix is a letter or underscore, then up to 40 letters, digits or underscores", "--prefix: %v", err)
 	}
 	return nil
+}
+
+// readDSNFile reads a DSN from the first line of path. Errors name the
+// file, never its content.
+func readDSNFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", usagef("the file holds one line: the DSN", "--dsn-file %q: %v", clip(path), err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return "", usagef("the file holds one line: the DSN", "--dsn-file %q: the first line is empty", clip(path))
+	}
+	return line, nil
 }
 
 // parseDSN checks the DSN's form; the error never contains the password.

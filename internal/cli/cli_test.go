@@ -62,7 +62,9 @@ func TestHelp(t *testing.T) {
 		{"migrate", []string{"idempotent", "schema_version"}},
 		{"run", []string{
 			"FENCE_LEASE", "FENCE_OWNER", "FENCE_TOKEN", "FENCE_RUN_ID", "FENCE_DSN",
-			"The grace is capped", "before the moment the lease could lapse",
+			"min(now + --grace, lapse - margin)", "the moment the lease", "CLOCK_BOOTTIME",
+			"PR_SET_CHILD_SUBREAPER", "cgroup.kill", "dead-man's switch", "kill -9", "SIGTSTP", "What remains",
+			"--export-dsn", "--dsn-file",
 			"\n  64 ", "\n  69 ", "\n  75 ", "\n  76 ", "128+S", "--wait duration", "--grace duration",
 		}},
 		{"leases", []string{"held", "expired", "released", "revoked", "expires_in_ms", "db_now", "--json"}},
@@ -129,9 +131,18 @@ func TestNoColorWhenNotTerminal(t *testing.T) {
 
 func TestChildEnv(t *testing.T) {
 	tok := fence.Token{Lease: "l", Owner: strings.Repeat("ab", 16), Fence: 7}
-	env := childEnv([]string{"PATH=/bin", "FENCE_TOKEN=1", "FENCE_DSN=old", "FENCE_OTHER=kept", "HOME=/h"}, tok, 42, "sqlite:x.db", "p_")
+	in := []string{"PATH=/bin", "FENCE_TOKEN=1", "FENCE_DSN=old", "FENCE_OTHER=kept", "HOME=/h"}
+	env := childEnv(in, tok, 42, "sqlite:x.db", "p_", true)
 	want := []string{"PATH=/bin", "FENCE_OTHER=kept", "HOME=/h", "FENCE_LEASE=l", "FENCE_OWNER=" + tok.Owner,
 		"FENCE_TOKEN=7", "FENCE_RUN_ID=42", "FENCE_DSN=sqlite:x.db", "FENCE_PREFIX=p_"}
+	if fmt.Sprint(env) != fmt.Sprint(want) {
+		t.Errorf("childEnv with --export-dsn:\n%q\nwant\n%q", env, want)
+	}
+	// Without --export-dsn no FENCE_DSN reaches the command, not even one
+	// fence itself got from its environment.
+	env = childEnv(in, tok, 42, "postgres://u:secret@h/d", "p_", false)
+	want = []string{"PATH=/bin", "FENCE_OTHER=kept", "HOME=/h", "FENCE_LEASE=l", "FENCE_OWNER=" + tok.Owner,
+		"FENCE_TOKEN=7", "FENCE_RUN_ID=42", "FENCE_PREFIX=p_"}
 	if fmt.Sprint(env) != fmt.Sprint(want) {
 		t.Errorf("childEnv:\n%q\nwant\n%q", env, want)
 	}

@@ -26,6 +26,11 @@ import (
 var fenceBin string
 
 func TestMain(m *testing.M) {
+	// In-process 'fence run' (TestMainInProcess) starts this test binary
+	// as its command's shim.
+	if len(os.Args) > 1 && os.Args[1] == ShimCommand {
+		os.Exit(Shim(os.Args[2:]))
+	}
 	os.Exit(buildAndRun(m))
 }
 
@@ -55,7 +60,8 @@ type backend struct {
 	name   string
 	dsn    string
 	prefix string
-	dir    string // a scratch directory, also the working directory
+	dir    string   // a scratch directory, also the working directory
+	extra  []string // more environment for the fence processes
 }
 
 var (
@@ -147,6 +153,7 @@ func (b *backend) env() []string {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, b.extra...)
 	return append(env, "FENCE_DSN="+b.dsn, "FENCE_PREFIX="+b.prefix)
 }
 

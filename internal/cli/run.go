@@ -24,29 +24,64 @@ import (
 const runLong = `Run CMD as a singleton job under lease NAME:
 
  1. Acquire the lease (with --wait D, keep trying for up to D) and record a
-    run in the run ledger.
+    run in the run ledger. If the acquire itself took so long (a locked
+    table, a slow database) that less than TTL/3 is left before the renew
+    deadline, CMD is not started: fence exits 76 and says so.
  2. Start CMD in its own process group with these variables added to the
     environment, so that it can make its own fenced writes:
       FENCE_LEASE   the lease name
       FENCE_OWNER   the owner token of this acquisition
       FENCE_TOKEN   the fence (an integer that only ever increases)
       FENCE_RUN_ID  the run's id in the run ledger
-      FENCE_DSN     the database DSN (passed to CMD, never printed)
       FENCE_PREFIX  the table prefix
+      FENCE_DSN     the database DSN, password included: only with
+                    --export-dsn (a FENCE_DSN in fence's own environment is
+                    removed from CMD's otherwise)
  3. Renew the lease every TTL/3. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
     fence are forwarded to CMD's process group.
- 4. If the lease is lost (taken over, revoked) or can no longer be proven
-    (no renewal succeeded within 2/3 TTL), send SIGTERM to CMD's process
-    group, then SIGKILL after --grace. The grace is capped: SIGKILL is sent
-    no later than min(TTL/10, 1s) before the moment the lease could lapse
-    (the start of the last successful renewal plus the TTL, on the local
-    monotonic clock), so CMD does not outlive the lease. When renewals stop
-    succeeding that leaves CMD at most about TTL/3; when the lease was
-    already taken over (fence itself was paused, say), SIGKILL follows
-    SIGTERM at once.
+ 4. If the lease is lost (taken over, revoked: a refused renewal) or can no
+    longer be proven (no renewal succeeded within 2/3 TTL), send SIGTERM at
+    once to every process of CMD's tree, then SIGKILL at
+    min(now + --grace, lapse - margin): the lapse is the moment the lease
+    could lapse (the start of the last successful renewal plus the TTL) and
+    the margin is min(TTL/10, 1s). Deadlines are measured on the boot clock
+    (CLOCK_BOOTTIME), which keeps counting while the machine is suspended.
  5. When CMD exits, finish the run with fenced completion (recording the exit
-    status) and release the lease. Whatever CMD left running in its process
-    group is killed then: nothing of the job outlives the run.
+    status) and release the lease. Whatever CMD left running is killed then.
+    A lost run records how CMD ended (signal, exit status) in its error.
+
+The whole tree (Linux). CMD runs under a small shim, fence's own binary as
+'fence __shim', between fence and CMD:
+  - fence and the shim are child subreapers (PR_SET_CHILD_SUBREAPER): a
+    descendant that calls setsid, leaves the process group or double-forks
+    is reparented to them, not to init, and is found (by walking /proc) and
+    killed with the rest on completion, loss or revoke.
+  - cgroup v2, where a hierarchy is mounted and writable (fence runs as a
+    user with a delegated cgroup, or as root): CMD starts in a cgroup of its
+    own; cgroup.kill kills every process in it, even one that forks while
+    it is being killed, and cgroup.freeze stops it for ^Z. Without it, the
+    subreaper walk and SIGSTOP do the same less atomically ('fence
+    --log-level info run' logs tree=cgroup, subreaper or process-group).
+  - kill -9 of fence (the OOM killer, a stop timeout): the shim's control
+    pipe closes and it kills the tree at once.
+  - SIGSTOP of fence, or fence stuck: the shim holds a dead-man's switch,
+    fed by fence with each proven kill deadline (lapse - margin); when the
+    last one passes unrenewed, it SIGKILLs the tree.
+  - ^Z (SIGTSTP): fence stops CMD's tree first, then itself. On SIGCONT, if
+    the lease could have lapsed meanwhile, the tree is killed still stopped,
+    without running another instruction; otherwise it resumes.
+What remains: a frozen or suspended machine runs nothing, the shim neither
+(the job resumes for up to 50ms after a resume before the shim kills it; the
+database's fence still refuses its completion and its fenced writes); fence
+and the shim stopped or killed together (kill -9 of both, without a cgroup);
+a descendant that has an unrelated process (a daemon, ssh, systemd-run, at)
+do work for it; a process in the tree with the privilege to move itself to
+another cgroup. On other Unix systems there is no shim: CMD gets its own
+process group and only that group is signalled.
+
+Secrets: a password in --dsn is visible in ps to every user while the job
+runs (fence warns); use $FENCE_DSN or --dsn-file FILE instead. fence never
+prints the password, and CMD gets it only with --export-dsn.
 
 A fenced completion is refused by the database if a newer owner took the
 lease over in the meantime: a fence process that was paused (SIGSTOP, a
@@ -62,8 +97,9 @@ Exit status:
   69   the database is unreachable
   75   the lease was not acquired: another owner holds it (fence says which
        and for how long); with --wait, it was still held after waiting
-  76   the lease was lost while CMD ran, or CMD's completion was rejected as
-       stale (fence says why, e.g. "lease NAME fence 3 superseded by fence 4")
+  76   the lease was lost while CMD ran, CMD's completion was rejected as
+       stale (fence says why, e.g. "lease NAME fence 3 superseded by fence
+       4"), or the acquire took too long for CMD to be started
   126  CMD could not be executed; 127 CMD was not found
 A CMD that itself exits 64, 69, 75 or 76 cannot be told apart by the status
 alone: 'fence runs' shows what happened.`
@@ -76,14 +112,29 @@ const runExample = `  fence run --lease nightly-report -- ./report.sh --since ye
   # A Go child makes its own fenced writes with the token fence hands it:
   #   tok := fence.Token{Lease: os.Getenv("FENCE_LEASE"), Owner: os.Getenv("FENCE_OWNER"), Fence: n}
   #   store.Exec(ctx, tok, "UPDATE exports SET done = true WHERE id = ? AND {{fence}}", id)
-  fence run --lease export --grace 30s -- ./export`
+  FENCE_DSN="$(cat /etc/fence/dsn)" fence run --lease export --export-dsn --grace 30s -- ./export
+
+  # Keep the password out of ps and crontabs:
+  fence --dsn-file /etc/fence/dsn run --lease nightly-report -- ./report.sh`
 
 type runOpts struct {
 	lease            string
 	ttl, wait, grace time.Duration
 	argv             []string
 	metricsAddr      string
+	exportDSN        bool
 }
+
+type processKey struct{}
+
+// AsProcess marks ctx as belonging to the fence program itself (not a
+// test calling Main): fence run then makes this process a child subreaper
+// and kills every process reparented to it when the job ends.
+func AsProcess(ctx context.Context) context.Context {
+	return context.WithValue(ctx, processKey{}, true)
+}
+
+func ownsProcess(ctx context.Context) bool { v, _ := ctx.Value(processKey{}).(bool); return v }
 
 func (a *app) runCmd() *cobra.Command {
 	var o runOpts
@@ -105,6 +156,7 @@ func (a *app) runCmd() *cobra.Command {
 	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
 	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. :9102)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
+	fl.BoolVar(&o.exportDSN, "export-dsn", false, "pass the DSN, password included, to CMD as $FENCE_DSN (off: CMD does not get it)")
 	return cmd
 }
 
@@ -147,6 +199,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	a.warnDSNInArgv()
 	if _, err := exec.LookPath(o.argv[0]); err != nil {
 		code := ExitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -175,13 +228,23 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	defer s.Close()
 
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
+	signal.Notify(sigs, append(forwardedSignals, jobControlSignals...)...)
 	defer signal.Stop(sigs)
 
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find fence's own binary to run the command's shim: %w", err)
+	}
 	sup := &supervisor{
 		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
 		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
 		ttl: o.ttl, grace: o.grace, sigs: sigs, log: a.log,
+		exe: exe, ownsProcess: ownsProcess(ctx), exportDSN: o.exportDSN, store: s,
+	}
+	if sup.ownsProcess {
+		if err := prepareProcess(); err != nil {
+			a.log.WarnContext(ctx, "fence: cannot become a child subreaper; descendants that leave the command's tree are not found", "err", err)
+		}
 	}
 	if isTerminal(a.stdin) {
 		sup.stdin = nil // /dev/null: a background process group cannot read the terminal
@@ -225,17 +288,52 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		}
 		sleep += time.Duration(rand.Int64N(int64(sleep)/4 + 1))
 		a.log.InfoContext(ctx, "fence: waiting for lease", "lease", o.lease, "retry_in", min(sleep, left), "err", res.Err)
-		t := time.NewTimer(min(sleep, left))
+		if err := waitOrSignal(ctx, min(sleep, left), sigs, o.lease); err != nil {
+			return err
+		}
+	}
+}
+
+// waitOrSignal sleeps for d between acquire attempts. SIGTSTP stops fence
+// as it would without a handler (there is no command yet); other signals
+// end the wait.
+func waitOrSignal(ctx context.Context, d time.Duration, sigs <-chan os.Signal, lease string) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case <-t.C:
+			return nil
 		case sig := <-sigs:
-			t.Stop()
+			if isJobControl(sig) {
+				stopSelf(sig)
+				continue
+			}
 			return fail(exitSignalBase+signalNumber(sig),
-				fmt.Errorf("interrupted by %s while waiting for lease %s", signalLabel(sig), quoteName(o.lease)), "")
+				fmt.Errorf("interrupted by %s while waiting for lease %s", signalLabel(sig), quoteName(lease)), "")
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
 		}
+	}
+}
+
+func isJobControl(sig os.Signal) bool {
+	for _, s := range jobControlSignals {
+		if s == sig {
+			return true
+		}
+	}
+	return false
+}
+
+// warnDSNInArgv warns when --dsn on the command line carries a secret:
+// every user of the machine can read it in ps for as long as the job runs.
+func (a *app) warnDSNInArgv() {
+	if a.dsnFlag == "" || a.dsnFlag != a.dsn {
+		return
+	}
+	if d, err := fence.ParseDSN(a.dsn); err == nil && d.Redacted != a.dsn {
+		fmt.Fprintln(a.stderr, "fence run: warning: the password in --dsn can be read by every user of this machine (ps, /proc) while the job runs; hint: put the DSN in $FENCE_DSN or a file read with --dsn-file")
 	}
 }
 
@@ -317,6 +415,10 @@ func (a *app) runOutcome(ctx context.Context, s *fence.Store, o runOpts, sup *su
 			}
 			return fail(code, fmt.Errorf("lease %s: %s: %w", name, what, res.Err), hint)
 		}
+		if sup.refused != "" {
+			return fail(ExitLost, fmt.Errorf("lease %s: %s (run %d is marked failed)", name, sup.refused, res.RunID),
+				"the database was slow to grant the lease: check its load and locks; a longer --ttl gives more slack")
+		}
 		if !sup.started {
 			return fail(sup.code, res.JobErr, "check the command's name, PATH and permissions")
 		}
@@ -330,6 +432,9 @@ func (a *app) runOutcome(ctx context.Context, s *fence.Store, o runOpts, sup *su
 	case fence.Rejected:
 		why, hint := a.lostReason(ctx, s, res)
 		return fail(ExitLost, fmt.Errorf("%s; completion of run %d (exit status %d) rejected as stale", why, res.RunID, sup.code), hint)
+	case fence.Unknown:
+		return fail(ExitFailure, fmt.Errorf("lease %s: the command exited with status %d, but the answer to the completion of run %d was lost: it may or may not be recorded: %w", name, sup.code, res.RunID, res.Err),
+			"check 'fence runs --lease "+o.lease+"': the run shows succeeded or failed if the completion committed, else it stays running until swept lost")
 	}
 	return fmt.Errorf("lease %s: unexpected run outcome %q: %v", name, res.Outcome, res.Err)
 }

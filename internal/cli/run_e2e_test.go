@@ -53,8 +53,11 @@ func TestRunPassesExitStatusAndEnvironment(t *testing.T) {
 		}
 		env := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
 		if len(env) != 6 || env[0] != lease || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(env[1]) ||
-			!regexp.MustCompile(`^[1-9][0-9]*$`).MatchString(env[2]) || env[4] != b.dsn || env[5] != b.prefix {
-			t.Errorf("environment of the command: %q", env)
+			!regexp.MustCompile(`^[1-9][0-9]*$`).MatchString(env[2]) || env[4] != "" || env[5] != b.prefix {
+			t.Errorf("environment of the command (FENCE_DSN only with --export-dsn): %q", env)
+		}
+		if r := b.fence(t, "run", "--lease", lease+"x", "--export-dsn", "--", "sh", "-c", `test "$FENCE_DSN" = "`+b.dsn+`"`); r.code != 0 {
+			t.Errorf("--export-dsn: the command should get FENCE_DSN: %v", r)
 		}
 
 		if r := b.fence(t, "run", "--lease", lease, "--", "sh", "-c", "kill -KILL $$"); r.code != 128+9 {
@@ -132,13 +135,13 @@ func TestRunContention(t *testing.T) {
 func TestRunPausedRunnerExitsLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
-		a := b.start(t, "run", "--lease", "story", "--ttl", "1500ms", "--", "sh", "-c", "touch "+started+"; sleep 4; echo done")
+		a := b.start(t, "run", "--lease", "story", "--ttl", "3s", "--", "sh", "-c", "touch "+started+"; sleep 6; echo done")
 		waitFile(t, started, 30*time.Second) // A's run is recorded
 		a.signal(syscall.SIGSTOP)
-		time.Sleep(2500 * time.Millisecond) // past A's TTL
+		time.Sleep(4 * time.Second) // past A's TTL
 
 		// --wait only for robustness on a slow machine: A's lease lapses
-		// 1.5s after its last renewal at the latest.
+		// 3s after its last renewal at the latest.
 		rb := b.fence(t, "run", "--lease", "story", "--wait", "30s", "--", "true")
 		if rb.code != 0 {
 			t.Fatalf("B: %v", rb)
@@ -435,6 +438,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--log-level", "loud", "leases"}, `unknown --log-level "loud"`},
 		{[]string{"--prefix", "no-dashes", "leases"}, "--prefix"},
 		{[]string{"--dsn", "oracle://x", "leases"}, `unknown DSN scheme "oracle"`},
+		{[]string{"--dsn-file", "/nonexistent/fence-dsn", "leases"}, `--dsn-file "/nonexistent/fence-dsn": no such file or directory`},
+		{[]string{"--dsn-file", "/dev/null", "leases"}, "the first line is empty"},
+		{[]string{"--dsn", "sqlite:x.db", "--dsn-file", "/dev/null", "leases"}, "--dsn and --dsn-file are both set"},
 	} {
 		r := b.fence(t, c.args...)
 		if r.code != ExitUsage {
@@ -464,6 +470,12 @@ func TestUnreachableDatabase(t *testing.T) {
 			r := b.fence(t, args...)
 			if r.code != ExitUnavailable {
 				t.Errorf("fence %q: want exit 69: %v", args[2:], r)
+			}
+			if args[2] == "run" && !strings.HasPrefix(dsn, "sqlite:") {
+				if !strings.Contains(r.stderr, "fence run: warning: the password in --dsn can be read by every user") {
+					t.Errorf("no warning for a password in --dsn: %v", r)
+				}
+				r.stderr = dropLines(r.stderr, "fence run: warning: ")
 			}
 			oneErrorLine(t, r, "database unavailable")
 			if strings.Contains(r.stderr+r.stdout, password) {
