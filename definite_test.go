@@ -6,9 +6,11 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,18 +140,40 @@ func TestNeverConnectedIsDefinite(t *testing.T) {
 					t.Fatal(err)
 				}
 				u.Host = host
-				s := openUnpinged(t, u.String(), db.open)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				_, err = s.Acquire(ctx, "job", time.Minute)
-				if err == nil || errors.Is(err, fence.ErrAmbiguous) {
-					t.Fatalf("acquire over %s: %v; want a definite error", host, err)
-				}
-				if _, err := s.Revoke(ctx, "job"); err == nil || errors.Is(err, fence.ErrAmbiguous) {
-					t.Fatalf("revoke over %s: %v; want a definite error", host, err)
+				// OpenDB checks the handle's settings, so it is the first
+				// call to meet the dead address.
+				_, err = openUnpinged(t, u.String(), db.open)
+				if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrUnavailable) {
+					t.Fatalf("OpenDB over %s: %v; want a definite ErrUnavailable", host, err)
 				}
 			})
 		}
+		// The same for lease calls: a store opened through a gate that is
+		// then shut, so that every later connection is refused.
+		t.Run(db.name+"/gate-shut", func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(db.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := openGate(t, u.Host)
+			u.Host = g.addr
+			s, err := openUnpinged(t, u.String(), db.open)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.DB().SetMaxIdleConns(0)
+			g.shut()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = s.Acquire(ctx, "job", time.Minute)
+			if err == nil || errors.Is(err, fence.ErrAmbiguous) {
+				t.Fatalf("acquire over a refused connection: %v; want a definite error", err)
+			}
+			if _, err := s.Revoke(ctx, "job"); err == nil || errors.Is(err, fence.ErrAmbiguous) {
+				t.Fatalf("revoke over a refused connection: %v; want a definite error", err)
+			}
+		})
 	}
 	t.Run("postgres/connection-limit", func(t *testing.T) {
 		t.Parallel()
@@ -178,13 +202,17 @@ func TestNeverConnectedIsDefinite(t *testing.T) {
 			t.Fatal(err)
 		}
 		u.User = url.User(role)
-		first := openUnpinged(t, u.String(), postgres.Open)
+		first, err := openUnpinged(t, u.String(), postgres.Open)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := first.DB().PingContext(ctx); err != nil {
 			t.Fatal(err)
 		}
 		first.DB().SetMaxOpenConns(1)
-		second := openUnpinged(t, u.String(), postgres.Open)
-		_, err = second.Acquire(ctx, "job", time.Minute)
+		// The second store's first connection is past the limit: OpenDB,
+		// which checks the connection's settings, meets it.
+		_, err = openUnpinged(t, u.String(), postgres.Open)
 		if err == nil || !strings.Contains(err.Error(), "53300") && !strings.Contains(err.Error(), "too many connections") {
 			t.Fatalf("acquire past the role's connection limit: %v; want SQLSTATE 53300", err)
 		}
@@ -196,7 +224,7 @@ func TestNeverConnectedIsDefinite(t *testing.T) {
 
 // openUnpinged is a store over a handle that was never pinged (fence.Open
 // would refuse an unreachable database before any call).
-func openUnpinged(t *testing.T, dsn string, open func(string) (*sql.DB, error)) *fence.Store {
+func openUnpinged(t *testing.T, dsn string, open func(string) (*sql.DB, error)) (*fence.Store, error) {
 	t.Helper()
 	h, err := open(dsn)
 	if err != nil {
@@ -207,11 +235,54 @@ func openUnpinged(t *testing.T, dsn string, open func(string) (*sql.DB, error)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := fence.OpenDB(h, d.Dialect)
+	return fence.OpenDB(h, d.Dialect)
+}
+
+// gate forwards TCP connections to a database until shut; after that its
+// port refuses connections and the ones it carried are cut.
+type gate struct {
+	addr string
+	ln   net.Listener
+	mu   sync.Mutex
+	open []net.Conn
+}
+
+func openGate(t *testing.T, target string) *gate {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	g := &gate{addr: ln.Addr().String(), ln: ln}
+	t.Cleanup(g.shut)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			g.mu.Lock()
+			g.open = append(g.open, c, d)
+			g.mu.Unlock()
+			go func() { io.Copy(d, c); d.Close() }()
+			go func() { io.Copy(c, d); c.Close() }()
+		}
+	}()
+	return g
+}
+
+func (g *gate) shut() {
+	g.ln.Close()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.open {
+		c.Close()
+	}
+	g.open = nil
 }
 
 // closedPort is host:port of a port nothing listens on.

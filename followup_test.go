@@ -267,7 +267,8 @@ func TestRefusedFinishFollowUpHonoursDeadline(t *testing.T) {
 func TestAcquireWaitDeadlineDuringOutage(t *testing.T) {
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		ctx := context.Background()
-		if _, err := direct.Acquire(ctx, "job", time.Minute); err != nil {
+		holder, err := direct.Acquire(ctx, "job", time.Minute)
+		if err != nil {
 			t.Fatal(err)
 		}
 		s.drv = &stallingDriver{Driver: s.drv, p: p}
@@ -285,8 +286,8 @@ func TestAcquireWaitDeadlineDuringOutage(t *testing.T) {
 			t.Errorf("returned after %v, deadline %v", took, deadline)
 		}
 		var held *HeldError
-		if !errors.As(err, &held) || held.Fence != 1 || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("AcquireWait: %v; want ErrHeld (fence 1) and the deadline", err)
+		if !errors.As(err, &held) || held.Fence != holder.Token.Fence || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("AcquireWait: %v; want ErrHeld (fence %d) and the deadline", err, holder.Token.Fence)
 		}
 	})
 }
