@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fence/internal/ops"
 )
 
 // The supervisor's guarantee, end to end: nothing of fence run's command —
@@ -129,8 +131,8 @@ func testKill9(t *testing.T, b *backend, mark string) {
 			return b.lease(t, "killme").State == "expired"
 		})
 		runs := b.runsJSON(t, "--lease", "killme")
-		if len(runs) != 1 || runs[0].Status != "lost" || runs[0].Error == nil || *runs[0].Error != expiredOutcome {
-			t.Errorf("a run whose lease expired unfinished should show as lost (%s): %+v", expiredOutcome, runs)
+		if len(runs) != 1 || runs[0].Status != "lost" || runs[0].Error == nil || *runs[0].Error != ops.ExpiredOutcome {
+			t.Errorf("a run whose lease expired unfinished should show as lost (%s): %+v", ops.ExpiredOutcome, runs)
 		}
 		if r := b.fence(t, "runs", "--lease", "killme"); !strings.Contains(r.stdout, "lost") || strings.Contains(r.stdout, "…") {
 			t.Errorf("fence runs should not show the dead run as running:\n%s", r.stdout)

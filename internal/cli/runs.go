@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/ops"
 )
 
 // runJSON is one element of `fence runs --json`. The field set is stable:
@@ -125,7 +125,7 @@ func (a *app) runsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rs = settleRunning(ctx, s, rs)
+			rs = ops.SettleRunning(ctx, s, rs)
 			if a.json {
 				out := make([]runJSON, len(rs))
 				for i, r := range rs {
@@ -231,37 +231,4 @@ func (a *app) runsTable(w io.Writer, rs []fence.RunInfo, dbNow time.Time) error 
 		t.row(itoa(r.ID), r.Lease, itoa(r.Fence), string(r.Status), tableTime(r.StartedAt), dur, exit, clip(oneLine(r.Error)))
 	}
 	return t.flush()
-}
-
-// expiredOutcome is the error shown for a run still marked running whose
-// lease generation is no longer valid: its worker died or was stopped
-// without finishing it, and what it did is not known.
-const expiredOutcome = "lease expired, outcome unknown"
-
-// settleRunning shows a run still marked running as lost when its lease is
-// no longer held by its generation (expired, released, revoked or taken
-// over): "running 12.3s so far" would be false. The ledger itself is left
-// as it is; fence run, the next holder's run and SweepRuns mark it.
-func settleRunning(ctx context.Context, s *fence.Store, rs []fence.RunInfo) []fence.RunInfo {
-	leases := map[string]*fence.LeaseInfo{}
-	for i, r := range rs {
-		if r.Status != fence.RunRunning {
-			continue
-		}
-		l, ok := leases[r.Lease]
-		if !ok {
-			if got, err := s.Get(ctx, r.Lease); err == nil {
-				l = &got
-			}
-			leases[r.Lease] = l
-		}
-		if l == nil || (l.State == fence.StateHeld && l.Fence == r.Fence) {
-			continue
-		}
-		rs[i].Status = fence.RunLost
-		if rs[i].Error == "" {
-			rs[i].Error = expiredOutcome
-		}
-	}
-	return rs
 }

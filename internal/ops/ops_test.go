@@ -386,3 +386,51 @@ func spans(f int64) string {
 	}
 	return b.String()
 }
+
+// TestExpiredRunShowsLost: a run still marked running whose lease generation
+// is gone (its worker died) is shown as lost, "lease expired, outcome
+// unknown", on the page and in /api/runs — not as running for ever.
+func TestExpiredRunShowsLost(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		l, err := s.Acquire(ctx, "died", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := s.StartRun(ctx, l.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Revoke(ctx, "died"); err != nil { // its generation is gone; the ledger still says running
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(ops.Handler(s))
+		defer srv.Close()
+		_, body := get(t, srv.URL+"/api/runs")
+		var rs struct {
+			Runs, Stale []struct {
+				ID     int64
+				Status string
+				Error  string
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &rs); err != nil {
+			t.Fatal(err)
+		}
+		if len(rs.Runs) != 1 || rs.Runs[0].ID != id || rs.Runs[0].Status != "lost" || rs.Runs[0].Error != ops.ExpiredOutcome {
+			t.Errorf("runs = %+v, want run %d lost (%s)", rs.Runs, id, ops.ExpiredOutcome)
+		}
+		if len(rs.Stale) != 1 || rs.Stale[0].ID != id {
+			t.Errorf("stale = %+v, want run %d", rs.Stale, id)
+		}
+		_, page := get(t, srv.URL+"/")
+		if runs := section(t, page, "runs"); strings.Contains(runs, "running") || !strings.Contains(runs, ops.ExpiredOutcome) {
+			t.Errorf("the page shows the dead run as running:\n%s", runs)
+		}
+		// The ledger is left as it was.
+		if r, err := s.GetRun(ctx, id); err != nil || r.Status != fence.RunRunning {
+			t.Errorf("ledger: %+v %v", r, err)
+		}
+	})
+}

@@ -109,6 +109,7 @@ func (h *handler) runs(ctx context.Context) (runsView, error) {
 	if err != nil {
 		return v, err
 	}
+	recent = SettleRunning(ctx, h.store, recent)
 	for _, r := range recent {
 		v.Runs = append(v.Runs, runToView(r, now))
 	}
@@ -119,6 +120,12 @@ func (h *handler) runs(ctx context.Context) (runsView, error) {
 			return v, err
 		}
 		stale = append(stale, rs...)
+	}
+	// Runs still marked running whose generation is gone are stale too.
+	for _, r := range recent {
+		if r.Status == fence.RunLost && r.Error == ExpiredOutcome && !slices.ContainsFunc(stale, func(x fence.RunInfo) bool { return x.ID == r.ID }) {
+			stale = append(stale, r)
+		}
 	}
 	slices.SortFunc(stale, func(a, b fence.RunInfo) int { return cmp.Compare(b.ID, a.ID) })
 	for _, r := range stale[:min(len(stale), h.runLimit)] {
