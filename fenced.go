@@ -113,24 +113,25 @@ func (s *Store) NowSQL() string { return s.drv.NowSQL() }
 // one query text can serve every database.
 func (s *Store) Rebind(query string) string { return Rebind(s.dialect, query) }
 
-// Rebind is Store.Rebind for a dialect.
+// Rebind is Store.Rebind for a dialect. Exec, ExecIn, Fenced and ExecPgx
+// rebind ? themselves; Rebind is for the caller's other statements.
 func Rebind(d Dialect, query string) string {
 	if d != Postgres {
 		return query
 	}
-	var b strings.Builder
-	last, n := 0, 0
-	err := lexer{q: query, dialect: Postgres}.scan(func(i int) int {
-		if query[i] == '?' {
-			n++
-			b.WriteString(query[last:i])
-			b.WriteString("$" + strconv.Itoa(n))
-			last = i + 1
-		}
-		return 0
-	})
+	toks, err := tokenize(Postgres, query)
 	if err != nil {
 		return query // malformed SQL: leave it for the database to reject
+	}
+	var b strings.Builder
+	last, n := 0, 0
+	for _, t := range toks {
+		if t.kind == tParam && t.word == "?" {
+			n++
+			b.WriteString(query[last:t.pos])
+			b.WriteString("$" + strconv.Itoa(n))
+			last = t.end
+		}
 	}
 	b.WriteString(query[last:])
 	return b.String()

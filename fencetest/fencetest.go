@@ -36,7 +36,7 @@ type suiteCase struct {
 // parallel with the others.
 func Run(t *testing.T, b Backend) {
 	var cases []suiteCase
-	for _, group := range [][]suiteCase{leaseCases(), writeCases(), runCases(), runnerCases(), raceCases()} {
+	for _, group := range [][]suiteCase{leaseCases(), writeCases(), runCases(), runnerCases(), raceCases(), shapeCases()} {
 		cases = append(cases, group...)
 	}
 	for _, c := range cases {
