@@ -52,7 +52,9 @@ type token struct {
 // placeholder forms whose argument positions fence cannot know.
 func tokenize(d Dialect, q string) ([]token, error) {
 	var toks []token
-	add := func(k tokKind, pos, end int, w string) { toks = append(toks, token{kind: k, pos: pos, end: end, word: w}) }
+	add := func(k tokKind, pos, end int, w string) {
+		toks = append(toks, token{kind: k, pos: pos, end: end, word: w})
+	}
 	for i := 0; i < len(q); {
 		c := q[i]
 		switch {
