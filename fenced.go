@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencekit/fence/internal/driver"
 )
 
 // Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
@@ -171,11 +170,25 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 // and verifies t by the database clock. Call it before the transaction's
 // writes; they are then fenced until commit. The error wraps ErrLost when t
 // no longer holds the lease.
-func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) (err error) {
+//
+// The lock belongs to the (sub)transaction that is current when CheckTx
+// runs. Call CheckTx at the top level of the transaction, not inside a
+// SAVEPOINT you may roll back: ROLLBACK TO SAVEPOINT releases the share lock
+// on PostgreSQL and MariaDB/MySQL, a takeover can then commit, and the
+// transaction's later writes commit after it unfenced. fence cannot see a
+// SAVEPOINT run as SQL on tx (CheckPgxTx refuses pgx's nested transactions,
+// which are savepoints). A write made with ExecIn and {{fence}} is guarded by
+// its own statement, in the same subtransaction as the write, so it stays
+// fenced inside savepoints. On SQLite the transaction's write lock, not a row
+// lock, does the fencing, and a rollback to a savepoint keeps it.
+func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) (err error) {
 	ctx, done := s.observe(ctx, OpTx, t.Lease)
 	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	if err := validateToken(t); err != nil {
 		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("%w: CheckTx needs the caller's *sql.Tx, got nil", ErrInvalid)
 	}
 	ok, err := s.drv.LockTx(ctx, tx, tp(t))
 	if err != nil {
