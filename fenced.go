@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
 )
 
 // Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
