@@ -22,9 +22,12 @@ type Execer interface {
 //	n, err := store.Exec(ctx, tok,
 //		`UPDATE reports SET body = ? WHERE id = ? AND {{fence}}`, body, id)
 //
-// Use the dialect's own placeholders for the caller's arguments (? for SQLite
-// and MySQL, $1… for PostgreSQL); fence adds its own after them. It returns
-// the rows affected. Zero rows is an error: wrapping ErrLost when the token no
+// Write ? placeholders on every database (on PostgreSQL they are rebound to
+// $1…, and $1… works too); fence adds its own arguments. The statement must
+// be one of the shapes in the package doc's table (one UPDATE, DELETE or
+// INSERT … SELECT, {{fence}} a top-level AND condition of its WHERE);
+// anything else is ErrInvalid and nothing is sent. It returns the rows
+// affected. Zero rows is an error: wrapping ErrLost when the token no
 // longer holds the lease, or ErrNoMatch when it still does and the caller's
 // own condition matched nothing.
 //
@@ -72,7 +75,7 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 }
 
 // Fenced returns query with {{fence}} replaced by the dialect's fence
-// predicate, and the full argument list, for callers that run the statement
+// predicate (and ? rebound to $n on PostgreSQL), and the full argument list, for callers that run the statement
 // themselves (a query builder, QueryContext with RETURNING). The predicate is
 // only true while t holds its lease by the database clock, and reads the lease
 // row under a share lock where the database needs one (PostgreSQL FOR SHARE,

@@ -369,7 +369,7 @@ func checkParams(d Dialect, toks []token, nargs int) (rebind bool, err error) {
 		maxN = max(maxN, t.n)
 	}
 	if maxN > 0 && qmarks > 0 {
-		return false, fmt.Errorf("%w: SQL mixes ? and $n placeholders; use one style (? is rebound to $n on PostgreSQL; then write jsonb's ?, ?| and ?& operators as jsonb_exists, jsonb_exists_any and jsonb_exists_all)", ErrInvalid)
+		return false, fmt.Errorf("%w: SQL mixes ? and $n placeholders; use one style (? is rebound to $n on PostgreSQL; every ? counts as a placeholder, so write jsonb's ?, ?| and ?& operators as jsonb_exists, jsonb_exists_any and jsonb_exists_all)", ErrInvalid)
 	}
 	if maxN > 0 {
 		for n := 1; n <= maxN; n++ {
