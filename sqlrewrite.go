@@ -49,8 +49,32 @@ type token struct {
 // tokenize splits q into tokens for dialect d, skipping comments and
 // whitespace. It refuses what it cannot delimit as the server would:
 // unterminated literals and comments, MySQL's executable comments, and
-// placeholder forms whose argument positions fence cannot know.
+// placeholder forms whose argument positions fence cannot know. It also
+// refuses a statement whose tokens depend on a server setting: a backslash
+// before a quote ends a literal or not depending on MySQL's sql_mode
+// (NO_BACKSLASH_ESCAPES, ANSI_QUOTES) or PostgreSQL's
+// standard_conforming_strings, and either reading might hide an OR.
 func tokenize(d Dialect, q string) ([]token, error) {
+	toks, err := tokenizeMode(d, q, false)
+	if err != nil || d == SQLite {
+		return toks, err
+	}
+	alt, err := tokenizeMode(d, q, true)
+	same := err == nil && len(alt) == len(toks)
+	for i := 0; same && i < len(toks); i++ {
+		same = alt[i].pos == toks[i].pos && alt[i].end == toks[i].end
+	}
+	if !same {
+		return nil, fmt.Errorf("%w: a backslash before a quote makes this SQL read differently depending on the server's settings (MySQL NO_BACKSLASH_ESCAPES or ANSI_QUOTES, PostgreSQL standard_conforming_strings); write a quote inside a literal by doubling it ('it''s'), and on PostgreSQL a backslash as E'\\\\'", ErrInvalid)
+	}
+	return toks, nil
+}
+
+// tokenizeMode is tokenize with the server's default quoting, or with alt
+// the other one: MySQL without backslash escapes, PostgreSQL with them in
+// plain '…' strings.
+func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
+	slash := (d == MySQL) != alt // backslash escapes in '…' (and MySQL "…")
 	var toks []token
 	add := func(k tokKind, pos, end int, w string) {
 		toks = append(toks, token{kind: k, pos: pos, end: end, word: w})
@@ -76,7 +100,7 @@ func tokenize(d Dialect, q string) ([]token, error) {
 			}
 			i = j
 		case c == '\'':
-			j, err := quotedEnd(q, i, '\'', d == MySQL)
+			j, err := quotedEnd(q, i, '\'', slash)
 			if err != nil {
 				return nil, err
 			}
@@ -85,7 +109,7 @@ func tokenize(d Dialect, q string) ([]token, error) {
 		case c == '"':
 			// MySQL: a string, with backslash escapes (unless ANSI_QUOTES,
 			// where it is a name; its extent is the same for fence's purpose).
-			j, err := quotedEnd(q, i, '"', d == MySQL)
+			j, err := quotedEnd(q, i, '"', d == MySQL && slash)
 			if err != nil {
 				return nil, err
 			}
@@ -329,7 +353,14 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 		case t.kind == tMarker && t.word == marker:
 			b.WriteString(query[last:t.pos])
 			sql, extra := repl(next)
+			// "WHERE{{fence}}" must not become the name WHEREEXISTS.
+			if t.pos > 0 && (isIdent(query[t.pos-1]) || query[t.pos-1] == '$') {
+				b.WriteByte(' ')
+			}
 			b.WriteString(sql)
+			if t.end < len(query) && (isIdent(query[t.end]) || query[t.end] == '$') {
+				b.WriteByte(' ')
+			}
 			last = t.end
 			if d == Postgres {
 				next += len(extra)

@@ -30,8 +30,8 @@ func TestSplicePositional(t *testing.T) {
 
 func TestSpliceMySQLQuoting(t *testing.T) {
 	repl := func(int) (string, []any) { return "G(?)", []any{"x"} }
-	q, out, err := splice(MySQL, "UPDATE `t?` SET a = 'a\\'?' # ? {{fence}}\nWHERE {{fence}} AND b = ?", []any{1}, FenceMarker, 1, repl)
-	if err != nil || q != "UPDATE `t?` SET a = 'a\\'?' # ? {{fence}}\nWHERE G(?) AND b = ?" || !reflect.DeepEqual(out, []any{"x", 1}) {
+	q, out, err := splice(MySQL, "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE {{fence}} AND b = ?", []any{1}, FenceMarker, 1, repl)
+	if err != nil || q != "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE G(?) AND b = ?" || !reflect.DeepEqual(out, []any{"x", 1}) {
 		t.Fatalf("%q %v %v", q, out, err)
 	}
 }
@@ -73,8 +73,8 @@ func TestSpliceErrors(t *testing.T) {
 func itoa(i int) string { return string(rune('0' + i)) }
 
 // kinds renders tokens as kind:text for comparison.
-func kinds(d Dialect, q string) (string, error) {
-	toks, err := tokenize(d, q)
+func kinds(d Dialect, q string, alt bool) (string, error) {
+	toks, err := tokenizeMode(d, q, alt)
 	if err != nil {
 		return "", err
 	}
@@ -106,9 +106,23 @@ func TestTokenize(t *testing.T) {
 		{MySQL, "a --1\n b -- c\n d", "W:a O:- O:- N:1 W:b W:d"},
 		{MySQL, "@v := a$b", "O:@ W:v O:: O:= W:a$b"},
 	} {
-		got, err := kinds(c.d, c.q)
+		got, err := kinds(c.d, c.q, false)
 		if err != nil || got != c.want {
 			t.Errorf("%s %q:\n got %s (%v)\nwant %s", c.d, c.q, got, err, c.want)
+		}
+	}
+}
+
+func TestTokenizeBothModes(t *testing.T) {
+	for _, c := range []struct {
+		d Dialect
+		q string
+	}{
+		{MySQL, `'a\\' "b\\" 'c''d'`},
+		{Postgres, `'a\\' E'b\'c' 'd''e'`},
+	} {
+		if _, err := tokenize(c.d, c.q); err != nil {
+			t.Errorf("%s %q: %v", c.d, c.q, err)
 		}
 	}
 }
@@ -133,6 +147,11 @@ func TestTokenizeRefuses(t *testing.T) {
 		{MySQL, "a /*!50000 OR 1 */", "/*!"},
 		{MySQL, "a /*M!100000 OR 1 */", "/*!"},
 		{MySQL, `'a\'`, "unterminated"},
+		// A backslash before a quote reads differently under another sql_mode
+		// or standard_conforming_strings; a doubled backslash does not.
+		{MySQL, `'a\'b'`, "backslash"},
+		{MySQL, `"a\"b"`, "backslash"},
+		{Postgres, `'a\' OR x = 'b'`, "backslash"},
 	} {
 		_, err := tokenize(c.d, c.q)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {

@@ -111,6 +111,9 @@ var refused = []shape{
 	{name: "SQLiteNamedColon", dialects: "sqlite", q: "UPDATE {T} SET val = :v WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: ":v"},
 	{name: "SQLiteNamedAt", dialects: "sqlite", q: "UPDATE {T} SET val = @v WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: "@v"},
 	{name: "SQLiteNamedDollar", dialects: "sqlite", q: "UPDATE {T} SET val = $v WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: "$v"},
+	// A backslash before a quote would read differently under another
+	// sql_mode (MySQL) or standard_conforming_strings (PostgreSQL).
+	{name: "BackslashBeforeQuote", dialects: "mysql,postgres", q: "UPDATE {T} SET val = 'C:\\' WHERE id = ? OR 1=1 AND {{fence}} -- '", args: argsOf(1), want: "backslash"},
 	{name: "UnterminatedString", q: "UPDATE {T} SET val = 'x WHERE {{fence}}", args: argsOf(), want: "unterminated"},
 	{name: "UnterminatedNestedComment", dialects: "postgres", q: "UPDATE {T} SET val = ? WHERE id = ? /* a /* b */ AND {{fence}}", args: argsOf("x", 1), want: "unterminated"},
 }
@@ -139,7 +142,7 @@ var accepted = []shape{
 	{name: "EscapeStringAndNestedComment", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = E'it\\'s ? {{fence}}' /* a /* ; ? */ OR */ WHERE id = $1 AND {{fence}}", args: argsOf(1)},
 	{name: "DollarQuotedString", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = $q$ OR ; ? $1 {{fence}} $q$ WHERE id = $1 AND {{fence}}", args: argsOf(1)},
 	{name: "BracketAndBacktickIdentifiers", dialects: "sqlite", q: "UPDATE {T} AS [a'b] SET val = ? WHERE [a'b].id = ? AND `a'b`.val <> 'x' AND {{fence}}", args: argsOf("new", 1)},
-	{name: "BacktickIdentifiersAndHashComment", dialects: "mysql", q: "UPDATE {T} AS `a'b` SET `val` = ? # ' OR ?\n WHERE `a'b`.id = ? AND val <> 'it\\'s ?' AND {{fence}}", args: argsOf("new", 1)},
+	{name: "BacktickIdentifiersAndHashComment", dialects: "mysql", q: "UPDATE {T} AS `a'b` SET `val` = ? # ' OR ?\n WHERE `a'b`.id = ? AND val <> 'it''s ?' AND {{fence}}", args: argsOf("new", 1)},
 }
 
 func shapeTables(t *testing.T, s *fence.Store) (items_, done string) {
