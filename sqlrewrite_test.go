@@ -258,6 +258,10 @@ func TestPlaceholders(t *testing.T) {
 			t.Errorf("%s %q with %d args: %v (want %q)", c.d, c.q, c.n, err, c.want)
 		}
 	}
+	// A marker glued to a keyword stays apart from it.
+	if q, _, err := splice(SQLite, "UPDATE t SET a = 1 WHERE{{fence}}AND b", nil, FenceMarker, 1, func(int) (string, []any) { return "EXISTS(1)", nil }); err != nil || q != "UPDATE t SET a = 1 WHERE EXISTS(1) AND b" {
+		t.Errorf("glued marker: %q %v", q, err)
+	}
 	if got := Rebind(Postgres, "SELECT ? , '?', E'\\'?', $$?$$ -- ?\n, ?"); got != "SELECT $1 , '?', E'\\'?', $$?$$ -- ?\n, $2" {
 		t.Errorf("Rebind: %q", got)
 	}
