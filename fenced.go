@@ -131,6 +131,9 @@ func Rebind(d Dialect, query string) string {
 			n++
 			b.WriteString(query[last:t.pos])
 			b.WriteString("$" + strconv.Itoa(n))
+			if t.end < len(query) && (isIdent(query[t.end]) || query[t.end] == '$') {
+				b.WriteByte(' ')
+			}
 			last = t.end
 		}
 	}

@@ -148,8 +148,10 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 			for j < len(q) && isDigit(q[j]) {
 				j++
 			}
-			if d == SQLite && j > i+1 {
-				return nil, fmt.Errorf("%w: numbered placeholder %s: fence places its own arguments by position, so use plain ? placeholders", ErrInvalid, q[i:j])
+			if j > i+1 {
+				// SQLite's ?NNN; elsewhere a ? glued to a number, which a
+				// rebind to $n would turn into another placeholder ($10).
+				return nil, fmt.Errorf("%w: numbered placeholder %s: fence places its own arguments by position, so use plain ? placeholders (with a space before a number)", ErrInvalid, q[i:j])
 			}
 			add(tParam, i, i+1, "?")
 			i++
@@ -348,6 +350,9 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 			if rebind {
 				b.WriteString(query[last:t.pos])
 				b.WriteString("$" + strconv.Itoa(qmarks))
+				if t.end < len(query) && (isIdent(query[t.end]) || query[t.end] == '$') {
+					b.WriteByte(' ')
+				}
 				last = t.end
 			}
 		case t.kind == tMarker && t.word == marker:

@@ -144,6 +144,8 @@ func TestTokenizeRefuses(t *testing.T) {
 		{SQLite, "a = $v", "named parameter $v"},
 		{SQLite, "a = $1", "use ?"},
 		{MySQL, "a = $1", "use ?"},
+		{Postgres, "a = ?0", "numbered placeholder ?0"},
+		{MySQL, "a = ?1", "numbered placeholder ?1"},
 		{MySQL, "a /*!50000 OR 1 */", "/*!"},
 		{MySQL, "a /*M!100000 OR 1 */", "/*!"},
 		{MySQL, `'a\'`, "unterminated"},
