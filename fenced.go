@@ -130,10 +130,7 @@ func Rebind(d Dialect, query string) string {
 		if t.kind == tParam && t.word == "?" {
 			n++
 			b.WriteString(query[last:t.pos])
-			b.WriteString("$" + strconv.Itoa(n))
-			if t.end < len(query) && (isIdent(query[t.end]) || query[t.end] == '$') {
-				b.WriteByte(' ')
-			}
+			writeApart(&b, query, t, "$"+strconv.Itoa(n))
 			last = t.end
 		}
 	}

@@ -349,23 +349,13 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 			qmarks++
 			if rebind {
 				b.WriteString(query[last:t.pos])
-				b.WriteString("$" + strconv.Itoa(qmarks))
-				if t.end < len(query) && (isIdent(query[t.end]) || query[t.end] == '$') {
-					b.WriteByte(' ')
-				}
+				writeApart(&b, query, t, "$"+strconv.Itoa(qmarks))
 				last = t.end
 			}
 		case t.kind == tMarker && t.word == marker:
 			b.WriteString(query[last:t.pos])
 			sql, extra := repl(next)
-			// "WHERE{{fence}}" must not become the name WHEREEXISTS.
-			if t.pos > 0 && (isIdent(query[t.pos-1]) || query[t.pos-1] == '$') {
-				b.WriteByte(' ')
-			}
-			b.WriteString(sql)
-			if t.end < len(query) && (isIdent(query[t.end]) || query[t.end] == '$') {
-				b.WriteByte(' ')
-			}
+			writeApart(&b, query, t, sql)
 			last = t.end
 			if d == Postgres {
 				next += len(extra)
@@ -382,6 +372,20 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 		return b.String(), append(append([]any{}, args...), out...), nil
 	}
 	return b.String(), append(out, args[argAt:]...), nil
+}
+
+// writeApart writes s in place of token t of query, with a space on a side
+// where s would otherwise run into a name or a $: "WHERE{{fence}}" must not
+// become the name WHEREEXISTS, nor "$?" the dollar quote $$1.
+func writeApart(b *strings.Builder, query string, t token, s string) {
+	glues := func(c byte) bool { return isIdent(c) || c == '$' }
+	if t.pos > 0 && glues(query[t.pos-1]) {
+		b.WriteByte(' ')
+	}
+	b.WriteString(s)
+	if t.end < len(query) && glues(query[t.end]) {
+		b.WriteByte(' ')
+	}
 }
 
 // checkParams checks the caller's placeholders against nargs arguments and
