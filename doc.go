@@ -50,4 +50,54 @@
 //   - Jobs are not exactly-once: a job can be cut off after doing part of
 //     its work, and the next owner starts again. Fencing makes the stale
 //     part unable to commit, not undone.
+//
+// # Fenced writes: the SQL that is accepted
+//
+// Exec, ExecIn, Fenced and ExecPgx put the fence predicate where the
+// statement says {{fence}}. fence does not parse SQL: it tokenizes it as the
+// dialect does (literals, quoted names, comments) and accepts only the shapes
+// in which the predicate guards every row the statement writes. Anything
+// else is refused with ErrInvalid, saying why and what to write, before
+// anything is sent. c stands for the caller's own condition.
+//
+//	statement                                                  verdict
+//	---------------------------------------------------------  -------------------------------------------
+//	UPDATE t SET … WHERE c AND {{fence}}                        fenced (also with RETURNING, ORDER BY, LIMIT)
+//	DELETE FROM t WHERE c AND {{fence}}                         fenced
+//	INSERT INTO t (…) SELECT … WHERE c AND {{fence}}            fenced; ON CONFLICT … / ON DUPLICATE KEY
+//	                                                              UPDATE … may follow the guarded SELECT
+//	REPLACE INTO / INSERT OR REPLACE INTO t SELECT … WHERE …    fenced, marker as for INSERT … SELECT
+//	WITH q AS (SELECT …) UPDATE | DELETE | INSERT …             fenced: CTEs that only read
+//	WHERE (a OR b) AND {{fence}}   … ;                          fenced: OR in parentheses, one trailing ;
+//	WHERE a OR b AND {{fence}}                                  refused: top-level OR (MySQL: also XOR, ||)
+//	                                                              guards one side; parenthesise the condition
+//	{{fence}} inside ( ), a subquery, a function, CASE, or in   refused: the marker must be a top-level AND
+//	  SET, ON, HAVING; NOT {{fence}}; {{fence}} = x;              conjunct of the outermost WHERE (for INSERT,
+//	  x BETWEEN a AND {{fence}}                                   of the SELECT feeding it)
+//	INSERT … VALUES …; the marker in ON CONFLICT … DO UPDATE    refused: the inserted rows are unguarded
+//	  … WHERE or in ON DUPLICATE KEY UPDATE
+//	WITH q AS (DELETE | UPDATE | INSERT | MERGE …) …            refused: a write the fence does not guard
+//	… UNION | INTERSECT | EXCEPT … at the top level             refused: put it in a subquery, guard the outer SELECT
+//	SELECT …, MERGE …, DDL                                      refused: not a write fence can guard
+//	stmt; stmt                                                  refused: one statement per call
+//	placeholders ≠ arguments; $1, $3 without $2; ? with $n      refused
+//	SQLite ?NNN, :name, @name, $name; $n on SQLite or MySQL     refused: use ?
+//	MySQL /*! … */ (run by the server as SQL)                   refused
+//	CheckTx / CheckPgxTx, then the transaction's writes         fenced until commit, if called at the top level
+//	CheckTx inside a SAVEPOINT that is then rolled back         NOT fenced on PostgreSQL and MariaDB/MySQL: the
+//	                                                              rollback releases the lock (CheckPgxTx refuses
+//	                                                              pgx's nested transactions); call CheckTx at the
+//	                                                              top level of the transaction, not inside a
+//	                                                              savepoint you may roll back, or use ExecIn with
+//	                                                              {{fence}} on each write. SQLite: fenced (the
+//	                                                              transaction's write lock stays)
+//
+// Placeholders: write ? on every database. On PostgreSQL a statement with ?
+// and no $n has its ? rebound to $1, $2, …; $n works too, but not both in one
+// statement. Every ? outside literals and comments counts as a placeholder,
+// so write jsonb's ?, ?| and ?& operators as jsonb_exists, jsonb_exists_any
+// and jsonb_exists_all. fence adds its own
+// arguments after or between the caller's. The tokenizer assumes the
+// servers' default quoting: PostgreSQL standard_conforming_strings on,
+// MySQL without NO_BACKSLASH_ESCAPES.
 package fence

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/fencekit/fence/internal/driver"
 )
 
 // Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
@@ -24,9 +22,12 @@ type Execer interface {
 //	n, err := store.Exec(ctx, tok,
 //		`UPDATE reports SET body = ? WHERE id = ? AND {{fence}}`, body, id)
 //
-// Use the dialect's own placeholders for the caller's arguments (? for SQLite
-// and MySQL, $1… for PostgreSQL); fence adds its own after them. It returns
-// the rows affected. Zero rows is an error: wrapping ErrLost when the token no
+// Write ? placeholders on every database (on PostgreSQL they are rebound to
+// $1…, and $1… works too); fence adds its own arguments. The statement must
+// be one of the shapes in the package doc's table (one UPDATE, DELETE or
+// INSERT … SELECT, {{fence}} a top-level AND condition of its WHERE);
+// anything else is ErrInvalid and nothing is sent. It returns the rows
+// affected. Zero rows is an error: wrapping ErrLost when the token no
 // longer holds the lease, or ErrNoMatch when it still does and the caller's
 // own condition matched nothing.
 //
@@ -77,7 +78,7 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 }
 
 // Fenced returns query with {{fence}} replaced by the dialect's fence
-// predicate, and the full argument list, for callers that run the statement
+// predicate (and ? rebound to $n on PostgreSQL), and the full argument list, for callers that run the statement
 // themselves (a query builder, QueryContext with RETURNING). The predicate is
 // only true while t holds its lease by the database clock, and reads the lease
 // row under a share lock where the database needs one (PostgreSQL FOR SHARE,
@@ -116,24 +117,25 @@ func (s *Store) NowSQL() string { return s.drv.NowSQL() }
 // one query text can serve every database.
 func (s *Store) Rebind(query string) string { return Rebind(s.dialect, query) }
 
-// Rebind is Store.Rebind for a dialect.
+// Rebind is Store.Rebind for a dialect. Exec, ExecIn, Fenced and ExecPgx
+// rebind ? themselves; Rebind is for the caller's other statements.
 func Rebind(d Dialect, query string) string {
 	if d != Postgres {
 		return query
 	}
-	var b strings.Builder
-	last, n := 0, 0
-	err := lexer{q: query, dialect: Postgres}.scan(func(i int) int {
-		if query[i] == '?' {
-			n++
-			b.WriteString(query[last:i])
-			b.WriteString("$" + strconv.Itoa(n))
-			last = i + 1
-		}
-		return 0
-	})
+	toks, err := tokenize(Postgres, query)
 	if err != nil {
 		return query // malformed SQL: leave it for the database to reject
+	}
+	var b strings.Builder
+	last, n := 0, 0
+	for _, t := range toks {
+		if t.kind == tParam && t.word == "?" {
+			n++
+			b.WriteString(query[last:t.pos])
+			writeApart(&b, query, t, "$"+strconv.Itoa(n))
+			last = t.end
+		}
 	}
 	b.WriteString(query[last:])
 	return b.String()
@@ -176,11 +178,25 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 // and verifies t by the database clock. Call it before the transaction's
 // writes; they are then fenced until commit. The error wraps ErrLost when t
 // no longer holds the lease.
-func (s *Store) CheckTx(ctx context.Context, tx driver.Querier, t Token) (err error) {
+//
+// The lock belongs to the (sub)transaction that is current when CheckTx
+// runs. Call CheckTx at the top level of the transaction, not inside a
+// SAVEPOINT you may roll back: ROLLBACK TO SAVEPOINT releases the share lock
+// on PostgreSQL and MariaDB/MySQL, a takeover can then commit, and the
+// transaction's later writes commit after it unfenced. fence cannot see a
+// SAVEPOINT run as SQL on tx (CheckPgxTx refuses pgx's nested transactions,
+// which are savepoints). A write made with ExecIn and {{fence}} is guarded by
+// its own statement, in the same subtransaction as the write, so it stays
+// fenced inside savepoints. On SQLite the transaction's write lock, not a row
+// lock, does the fencing, and a rollback to a savepoint keeps it.
+func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) (err error) {
 	ctx, done := s.observe(ctx, OpTx, t.Lease)
 	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	if err := validateToken(t); err != nil {
 		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("%w: CheckTx needs the caller's *sql.Tx, got nil", ErrInvalid)
 	}
 	ok, err := s.drv.LockTx(ctx, tx, tp(t))
 	if err != nil {

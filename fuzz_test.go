@@ -2,6 +2,7 @@ package fence
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -159,28 +160,54 @@ func FuzzParseDSN(f *testing.F) {
 	})
 }
 
+// spliceSeeds are shapes fence must refuse or accept; the corpus in
+// testdata/fuzz/FuzzSplice holds more.
+var spliceSeeds = []string{
+	"UPDATE t SET a = ? WHERE id = ? AND {{fence}}",
+	"UPDATE t SET a = $1 WHERE {{fence}} AND b = $2",
+	"UPDATE t SET a = '{{fence}}?' WHERE {{fence}} -- ?",
+	"UPDATE t SET a = $$ $1 $$ WHERE {{fence}}",
+	"UPDATE t SET a = ? WHERE id = ? OR id = ? AND {{fence}}",
+	"UPDATE t SET a = ? WHERE (id = ? OR id = ?) AND {{fence}}",
+	"WITH q AS (DELETE FROM u RETURNING id) INSERT INTO t SELECT id FROM q WHERE {{fence}}",
+	"INSERT INTO t VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET a = excluded.a WHERE {{fence}}",
+	"INSERT INTO t SELECT ?, ? WHERE {{fence}} ON CONFLICT (id) DO UPDATE SET a = excluded.a",
+	"UPDATE t SET a = ? WHERE id = ? AND {{fence}}; UPDATE u SET a = 1",
+	"INSERT INTO t SELECT ? WHERE {{fence}} UNION SELECT ?",
+	"UPDATE t SET a = E'\\' OR 1=1 --' WHERE id = ? AND {{fence}}",
+	"UPDATE t SET a = 1 /* /* */ OR 1=1 */ WHERE {{fence}}",
+	"UPDATE [t'] SET a = ? WHERE `b'` = ? AND {{fence}}",
+	"UPDATE t SET a = ?1 WHERE b = :b AND c = @c AND d = $d AND {{fence}}",
+	"UPDATE t SET a = ? WHERE b = ? --1 OR 1=1\n AND {{fence}}",
+	"UPDATE t SET a = ? WHERE b = ? /*!50000 OR 1=1 */ AND {{fence}}",
+	"UPDATE t SET a = ? WHERE b BETWEEN ? AND {{fence}}",
+	"UPDATE t SET a = ? WHERE CASE WHEN b THEN 1 ELSE {{fence}} END",
+	"UPDATE t SET a = ? WHERE NOT {{fence}}",
+}
+
+// FuzzSplice: whatever the input, the rewrite either refuses it with
+// ErrInvalid or returns one statement with exactly one guard, at the top
+// level of its WHERE, and as many placeholders as arguments.
 func FuzzSplice(f *testing.F) {
-	f.Add("UPDATE t SET a = ? WHERE id = ? AND {{fence}}", 2, false)
-	f.Add("UPDATE t SET a = $1 WHERE {{fence}} AND b = $2", 2, true)
-	f.Add("UPDATE t SET a = '{{fence}}?' WHERE {{fence}} -- ?", 0, false)
-	f.Add("UPDATE t SET a = $$ $1 $$ WHERE {{fence}}", 0, true)
-	f.Fuzz(func(t *testing.T, q string, nargs int, dollar bool) {
+	for i, q := range spliceSeeds {
+		f.Add(q, strings.Count(q, "?"), uint8(i%3))
+	}
+	dialects := []Dialect{SQLite, Postgres, MySQL}
+	f.Fuzz(func(t *testing.T, q string, nargs int, dialect uint8) {
 		if nargs < 0 || nargs > 20 {
 			return
 		}
-		d := SQLite
-		if dollar {
-			d = Postgres
-		}
+		d := dialects[int(dialect)%len(dialects)]
 		args := make([]any, nargs)
 		for i := range args {
 			args[i] = i
 		}
+		const guard = "GUARD"
 		out, all, err := splice(d, q, args, FenceMarker, 1, func(first int) (string, []any) {
-			if dollar {
-				return "G($" + strings.Repeat("9", 0) + itoa(first%10) + ")", []any{"g"}
+			if d == Postgres {
+				return guard + "($" + strconv.Itoa(first) + ")", []any{"g"}
 			}
-			return "G(?)", []any{"g"}
+			return guard + "(?)", []any{"g"}
 		})
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
@@ -188,8 +215,39 @@ func FuzzSplice(f *testing.F) {
 			}
 			return
 		}
-		if len(all) != nargs+1 || len(out) < len(q)-len(FenceMarker) {
-			t.Fatalf("splice(%q) = %q %v", q, out, all)
+		if len(all) != nargs+1 {
+			t.Fatalf("splice(%q) = %q with %d args for %d", q, out, len(all), nargs)
+		}
+		toks, err := tokenize(d, out)
+		if err != nil {
+			t.Fatalf("output %q does not tokenize: %v", out, err)
+		}
+		depth, guards, params, maxN := 0, 0, 0, 0
+		for i, tk := range toks {
+			switch {
+			case tk.kind == tPunct && tk.word == "(":
+				depth++
+			case tk.kind == tPunct && tk.word == ")":
+				depth--
+			case tk.kind == tPunct && tk.word == ";" && i != len(toks)-1:
+				t.Fatalf("accepted two statements: %q", q)
+			case tk.kind == tMarker:
+				t.Fatalf("marker left in %q", out)
+			case tk.kind == tWord && tk.word == guard:
+				guards++
+				if depth != 0 {
+					t.Fatalf("guard nested in %q", out)
+				}
+			case tk.kind == tParam:
+				params++
+				maxN = max(maxN, tk.n)
+			}
+		}
+		if guards != 1 {
+			t.Fatalf("%d guards in %q", guards, out)
+		}
+		if d == Postgres && maxN != len(all) || d != Postgres && params != len(all) {
+			t.Fatalf("%q has %d placeholders (max $%d) for %d arguments", out, params, maxN, len(all))
 		}
 	})
 }

@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,9 +22,6 @@ import (
 type PgxExecer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
-
-// PgxQuerier is what CheckPgxTx needs from the caller's pgx transaction.
-type PgxQuerier = postgres.PgxQuerier
 
 // OpenPool returns a PostgreSQL store over pgx's own pool, with no
 // database/sql in between. The caller keeps ownership of pool: Close does not
@@ -121,7 +119,13 @@ func (s *Store) InPgxTx(ctx context.Context, t Token, fn func(tx pgx.Tx) error) 
 // CheckPgxTx is CheckTx for a pgx transaction: it share-locks the lease row
 // inside tx and verifies t by the database clock. Call it before the
 // transaction's writes; they are then fenced until commit.
-func (s *Store) CheckPgxTx(ctx context.Context, tx PgxQuerier, t Token) (err error) {
+//
+// tx must be a top-level transaction (from Begin on a pool or connection).
+// A nested one, from tx.Begin, is a SAVEPOINT: its rollback would release
+// the share lock and let a takeover commit before the outer transaction's
+// writes, so CheckPgxTx refuses it with ErrInvalid. See CheckTx about
+// savepoints run as SQL, which fence cannot see.
+func (s *Store) CheckPgxTx(ctx context.Context, tx pgx.Tx, t Token) (err error) {
 	d, ok := s.drv.(*postgres.Driver)
 	if !ok {
 		return fmt.Errorf("%w: CheckPgxTx needs a PostgreSQL store, this one is %s", ErrInvalid, s.dialect)
@@ -131,6 +135,12 @@ func (s *Store) CheckPgxTx(ctx context.Context, tx PgxQuerier, t Token) (err err
 	if err := validateToken(t); err != nil {
 		return err
 	}
+	if tx == nil {
+		return fmt.Errorf("%w: CheckPgxTx needs the caller's pgx.Tx, got nil", ErrInvalid)
+	}
+	if isPgxSavepoint(tx) {
+		return fmt.Errorf("%w: CheckPgxTx got a nested pgx transaction (a SAVEPOINT): rolling it back would release the lease lock while the outer transaction goes on; call CheckPgxTx on the outer transaction, or fence each write with ExecPgx and {{fence}}", ErrInvalid)
+	}
 	held, err := d.LockTxPgx(ctx, tx, tp(t))
 	if err != nil {
 		return s.wrap("fenced transaction", t.Lease, err)
@@ -139,6 +149,13 @@ func (s *Store) CheckPgxTx(ctx context.Context, tx PgxQuerier, t Token) (err err
 		return s.lost(ctx, t, "transaction")
 	}
 	return nil
+}
+
+// isPgxSavepoint reports whether tx is pgx's simulated nested transaction,
+// which pgx implements with SAVEPOINT. pgx does not export the type, so it
+// is known by name; pgxpool's Tx wraps only top-level transactions.
+func isPgxSavepoint(tx pgx.Tx) bool {
+	return reflect.TypeOf(tx).String() == "*pgx.dbSimulatedNestedTx"
 }
 
 // ExecResourcePgx is ExecResource for pgx's own API, on PostgreSQL: each

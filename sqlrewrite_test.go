@@ -3,6 +3,7 @@ package fence
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -29,8 +30,8 @@ func TestSplicePositional(t *testing.T) {
 
 func TestSpliceMySQLQuoting(t *testing.T) {
 	repl := func(int) (string, []any) { return "G(?)", []any{"x"} }
-	q, out, err := splice(MySQL, "UPDATE `t?` SET a = 'a\\'?' # ? {{fence}}\nWHERE {{fence}} AND b = ?", []any{1}, FenceMarker, 1, repl)
-	if err != nil || q != "UPDATE `t?` SET a = 'a\\'?' # ? {{fence}}\nWHERE G(?) AND b = ?" || !reflect.DeepEqual(out, []any{"x", 1}) {
+	q, out, err := splice(MySQL, "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE {{fence}} AND b = ?", []any{1}, FenceMarker, 1, repl)
+	if err != nil || q != "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE G(?) AND b = ?" || !reflect.DeepEqual(out, []any{"x", 1}) {
 		t.Fatalf("%q %v %v", q, out, err)
 	}
 }
@@ -70,3 +71,200 @@ func TestSpliceErrors(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// kinds renders tokens as kind:text for comparison.
+func kinds(d Dialect, q string, alt bool) (string, error) {
+	toks, err := tokenizeMode(d, q, alt)
+	if err != nil {
+		return "", err
+	}
+	var b []string
+	for _, t := range toks {
+		b = append(b, string("WQSNPMPO"[t.kind])+":"+q[t.pos:t.end])
+	}
+	return strings.Join(b, " "), nil
+}
+
+func TestTokenize(t *testing.T) {
+	for _, c := range []struct {
+		d    Dialect
+		q    string
+		want string
+	}{
+		// PostgreSQL: E'' strings take backslash escapes, comments nest,
+		// $ continues a name, dollar quotes, $n.
+		{Postgres, `E'a\'b' 'c\' x`, `S:E'a\'b' S:'c\' W:x`},
+		{Postgres, "a /* x /* y */ ; */ b", "W:a W:b"},
+		{Postgres, "a$b $q$ ; ' $q$ $1", "W:a$b S:$q$ ; ' $q$ P:$1"},
+		{Postgres, "x::int ? {{fence}}", "W:x O:: O:: W:int P:? M:{{fence}}"},
+		{Postgres, "`a` [1]", "O:` W:a O:` O:[ N:1 O:]"},
+		// SQLite: [names], `names`, no nesting of comments, ?.
+		{SQLite, "[a'b] `c'd` \"e'f\" /* /* */ g", "Q:[a'b] Q:`c'd` Q:\"e'f\" W:g"},
+		{SQLite, "'a\\' ?", "S:'a\\' P:?"},
+		// MySQL: backslash escapes, # comments, -- needs a space after it.
+		{MySQL, `'a\'b' "c\"d" # x ?` + "\n y", `S:'a\'b' S:"c\"d" W:y`},
+		{MySQL, "a --1\n b -- c\n d", "W:a O:- O:- N:1 W:b W:d"},
+		{MySQL, "@v := a$b", "O:@ W:v O:: O:= W:a$b"},
+	} {
+		got, err := kinds(c.d, c.q, false)
+		if err != nil || got != c.want {
+			t.Errorf("%s %q:\n got %s (%v)\nwant %s", c.d, c.q, got, err, c.want)
+		}
+	}
+}
+
+func TestTokenizeBothModes(t *testing.T) {
+	for _, c := range []struct {
+		d Dialect
+		q string
+	}{
+		{MySQL, `'a\\' "b\\" 'c''d'`},
+		{Postgres, `'a\\' E'b\'c' 'd''e'`},
+	} {
+		if _, err := tokenize(c.d, c.q); err != nil {
+			t.Errorf("%s %q: %v", c.d, c.q, err)
+		}
+	}
+}
+
+func TestTokenizeRefuses(t *testing.T) {
+	for _, c := range []struct {
+		d    Dialect
+		q    string
+		want string
+	}{
+		{Postgres, "a /* /* */", "unterminated"},
+		{Postgres, "E'a\\'", "unterminated"},
+		{Postgres, "$x$ a", "unterminated"},
+		{Postgres, "$0", "out of range"},
+		{SQLite, "[a", "unterminated"},
+		{SQLite, "a = ?1", "numbered placeholder ?1"},
+		{SQLite, "a = :v", "named parameter :v"},
+		{SQLite, "a = @v", "named parameter @v"},
+		{SQLite, "a = $v", "named parameter $v"},
+		{SQLite, "a = $1", "use ?"},
+		{MySQL, "a = $1", "use ?"},
+		{Postgres, "a = ?0", "numbered placeholder ?0"},
+		{MySQL, "a = ?1", "numbered placeholder ?1"},
+		{MySQL, "a /*!50000 OR 1 */", "/*!"},
+		{MySQL, "a /*M!100000 OR 1 */", "/*!"},
+		{MySQL, `'a\'`, "unterminated"},
+		// A backslash before a quote reads differently under another sql_mode
+		// or standard_conforming_strings; a doubled backslash does not.
+		{MySQL, `'a\'b'`, "backslash"},
+		{MySQL, `"a\"b"`, "backslash"},
+		{Postgres, `'a\' OR x = 'b'`, "backslash"},
+	} {
+		_, err := tokenize(c.d, c.q)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: %v (want %q)", c.d, c.q, err, c.want)
+		}
+	}
+}
+
+// Every dialect's shape rules, without a database (the conformance suite
+// runs the same shapes on the real servers).
+func TestShapes(t *testing.T) {
+	ok := []string{
+		"UPDATE t SET a = ? WHERE id = ? AND {{fence}}",
+		"UPDATE t SET a = ? WHERE {{fence}}",
+		"UPDATE t SET a = ? WHERE {{fence}} AND (b = ? OR c = ?)",
+		"UPDATE t SET a = ? WHERE NOT b = ? AND c BETWEEN ? AND ? AND {{fence}} AND d IS NOT DISTINCT FROM ?",
+		"UPDATE t SET a = CASE WHEN b OR c THEN 1 END WHERE (x OR y) AND {{fence}} RETURNING a",
+		"UPDATE t SET a = 1 FROM u WHERE u.id = t.id AND {{fence}};",
+		"DELETE FROM t WHERE id IN (SELECT id FROM u WHERE a OR b UNION SELECT 1) AND {{fence}}",
+		"INSERT INTO t (a, b) SELECT ?, ? WHERE {{fence}}",
+		"INSERT INTO t SELECT a FROM u JOIN v ON u.id = v.id WHERE u.a = ? AND {{fence}} ON CONFLICT (a) DO UPDATE SET a = excluded.a",
+		"INSERT INTO t SELECT a FROM u WHERE {{fence}} ON CONFLICT DO NOTHING",
+		"INSERT OR REPLACE INTO t SELECT 1 WHERE {{fence}}",
+		"REPLACE INTO t SELECT 1 WHERE {{fence}}",
+		"WITH q AS (SELECT id FROM u FOR UPDATE) UPDATE t SET a = 1 WHERE id IN (SELECT id FROM q) AND {{fence}}",
+		"WITH RECURSIVE q(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM q) DELETE FROM t WHERE id IN (SELECT n FROM q) AND {{fence}}",
+		"UPDATE t SET a = 1 WHERE b AND {{fence}} ORDER BY id LIMIT 1",
+	}
+	for _, q := range ok {
+		for _, d := range []Dialect{SQLite, MySQL} {
+			if err := shapeOf(d, q); err != nil {
+				t.Errorf("%s %q: %v", d, q, err)
+			}
+		}
+	}
+	bad := []struct {
+		d    Dialect
+		q    string
+		want string
+	}{
+		{SQLite, "UPDATE t SET a = 1 WHERE a = 1 OR b = 2 AND {{fence}}", "top-level OR"},
+		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} AND a OR b", "top-level OR"},
+		{MySQL, "UPDATE t SET a = 1 WHERE a XOR b AND {{fence}}", "XOR"},
+		{MySQL, "UPDATE t SET a = 1 WHERE a || b AND {{fence}}", "||"},
+		{SQLite, "UPDATE t SET a = 1 WHERE a BETWEEN 1 AND {{fence}}", "BETWEEN"},
+		{SQLite, "UPDATE t SET a = 1 WHERE NOT {{fence}}", "conjunct"},
+		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} = 0", "conjunct"},
+		{SQLite, "UPDATE t SET a = 1 WHERE a AND {{fence}} COLLATE nocase", "conjunct"},
+		{SQLite, "UPDATE t SET a = 1 WHERE ({{fence}})", "parentheses"},
+		{SQLite, "UPDATE t SET a = 1 WHERE CASE WHEN a THEN {{fence}} ELSE 1 END", "CASE"},
+		{SQLite, "UPDATE t SET a = {{fence}} WHERE id = 1", "WHERE"},
+		{SQLite, "UPDATE t SET a = 1 WHERE a GROUP BY a HAVING {{fence}}", "WHERE"},
+		{SQLite, "SELECT 1 WHERE {{fence}}", "SELECT"},
+		{SQLite, "WITH q AS (SELECT 1) SELECT 1 WHERE {{fence}}", "SELECT"},
+		{Postgres, "MERGE INTO t USING u ON true WHEN MATCHED AND {{fence}} THEN DELETE", "MERGE"},
+		{Postgres, "CREATE TABLE x AS SELECT 1 WHERE {{fence}}", "CREATE"},
+		{Postgres, "WITH q AS (DELETE FROM u RETURNING id) UPDATE t SET a = 1 WHERE {{fence}}", "DELETE"},
+		{Postgres, "WITH q AS (WITH r AS (INSERT INTO u VALUES (1) RETURNING 1) SELECT 1) DELETE FROM t WHERE {{fence}}", "INSERT"},
+		{Postgres, "INSERT INTO t WITH q AS (UPDATE u SET a = 1 RETURNING a) SELECT a FROM q WHERE {{fence}}", "UPDATE"},
+		{Postgres, "INSERT INTO t VALUES (1) ON CONFLICT (a) DO UPDATE SET b = 1 WHERE {{fence}}", "INSERT"},
+		{Postgres, "INSERT INTO t SELECT 1 ON CONFLICT (a) WHERE {{fence}} DO NOTHING", "INSERT"},
+		{MySQL, "INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 1 AND {{fence}}", "WHERE"},
+		{SQLite, "INSERT INTO t SELECT 1 WHERE {{fence}} UNION SELECT 2", "UNION"},
+		{SQLite, "INSERT INTO t SELECT 1 INTERSECT SELECT 2 WHERE {{fence}}", "INTERSECT"},
+		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}}; DELETE FROM t", "one statement"},
+		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} ; ;", "one statement"},
+		{SQLite, "UPDATE t SET a = (1 WHERE {{fence}}", "parenthes"},
+	}
+	for _, c := range bad {
+		err := shapeOf(c.d, c.q)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: %v (want %q)", c.d, c.q, err, c.want)
+		}
+	}
+}
+
+func shapeOf(d Dialect, q string) error {
+	_, _, err := splice(d, q, make([]any, strings.Count(q, "?")), FenceMarker, 1, func(int) (string, []any) { return "G", nil })
+	return err
+}
+
+func TestPlaceholders(t *testing.T) {
+	repl := func(first int) (string, []any) { return "G($" + itoa(first) + ")", []any{"g"} }
+	// ? is rebound to $n on PostgreSQL, outside literals and comments.
+	q, out, err := splice(Postgres, "UPDATE t SET a = ? /* ? */ WHERE b = '?' AND c = ? AND {{fence}}", []any{1, 2}, FenceMarker, 1, repl)
+	if err != nil || q != "UPDATE t SET a = $1 /* ? */ WHERE b = '?' AND c = $2 AND G($3)" || !reflect.DeepEqual(out, []any{1, 2, "g"}) {
+		t.Fatalf("%q %v %v", q, out, err)
+	}
+	for _, c := range []struct {
+		d    Dialect
+		q    string
+		n    int
+		want string
+	}{
+		{Postgres, "UPDATE t SET a = $1 WHERE b = ? AND {{fence}}", 2, "mixes"},
+		{Postgres, "UPDATE t SET a = $1 WHERE b = $3 AND {{fence}}", 3, "not $2"},
+		{Postgres, "UPDATE t SET a = $1 WHERE b = $2 AND {{fence}}", 3, "3 arguments"},
+		{Postgres, "UPDATE t SET a = ? WHERE {{fence}}", 2, "2 arguments"},
+		{SQLite, "UPDATE t SET a = ? WHERE {{fence}}", 0, "0 arguments"},
+		{MySQL, "UPDATE t SET a = ? WHERE {{fence}}", 2, "2 arguments"},
+	} {
+		_, _, err := splice(c.d, c.q, make([]any, c.n), FenceMarker, 1, repl)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q with %d args: %v (want %q)", c.d, c.q, c.n, err, c.want)
+		}
+	}
+	// A marker glued to a keyword stays apart from it.
+	if q, _, err := splice(SQLite, "UPDATE t SET a = 1 WHERE{{fence}}AND b", nil, FenceMarker, 1, func(int) (string, []any) { return "EXISTS(1)", nil }); err != nil || q != "UPDATE t SET a = 1 WHERE EXISTS(1) AND b" {
+		t.Errorf("glued marker: %q %v", q, err)
+	}
+	if got := Rebind(Postgres, "SELECT ? , '?', E'\\'?', $$?$$ -- ?\n, ?"); got != "SELECT $1 , '?', E'\\'?', $$?$$ -- ?\n, $2" {
+		t.Errorf("Rebind: %q", got)
+	}
+}

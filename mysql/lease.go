@@ -356,9 +356,9 @@ func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
 
 // LockTx share-locks the lease row in the caller's transaction and reports
 // whether the token is valid (see lock_tx.sql).
-func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenParams) (bool, error) {
+func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (bool, error) {
 	var n int64
-	err := q.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	err := tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
 	return n > 0, err
 }
 

@@ -276,22 +276,16 @@ func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
 // token is valid. Under REPEATABLE READ or SERIALIZABLE a takeover committed
 // after the transaction's snapshot surfaces as a serialization failure
 // (retryable) rather than as false.
-func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenParams) (bool, error) {
+func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (bool, error) {
 	var ok bool
-	err := q.QueryRowContext(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
+	err := tx.QueryRowContext(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
 	return ok, err
 }
 
-// PgxQuerier is what LockTxPgx needs from a pgx transaction: pgx.Tx, and
-// also *pgx.Conn or *pgxpool.Conn inside a transaction begun on them.
-type PgxQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // LockTxPgx is LockTx for a transaction of pgx's own API.
-func (d *Driver) LockTxPgx(ctx context.Context, q PgxQuerier, t driver.TokenParams) (bool, error) {
+func (d *Driver) LockTxPgx(ctx context.Context, tx pgx.Tx, t driver.TokenParams) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
+	err := tx.QueryRow(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
 	return ok, err
 }
 

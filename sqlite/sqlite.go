@@ -410,9 +410,9 @@ func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
 // LockTx verifies the token inside the caller's transaction. The transaction
 // must hold the write lock (opened by a handle from Open, which begins
 // IMMEDIATE); the lock is what serialises it with a takeover.
-func (d *Driver) LockTx(ctx context.Context, q driver.Querier, t driver.TokenParams) (bool, error) {
+func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (bool, error) {
 	var ok bool
-	err := q.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&ok)
+	err := tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&ok)
 	return ok, err
 }
 

@@ -120,11 +120,6 @@ type RunFilter struct {
 	Limit  int
 }
 
-// Querier is what a fenced transaction needs from the user's transaction.
-type Querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // Driver is implemented by each database package.
 type Driver interface {
 	// Dialect names the SQL dialect: "sqlite", "postgres" or "mysql".
@@ -164,8 +159,9 @@ type Driver interface {
 	// placeholders, in order.
 	GuardSQL(t TokenParams, first int) (predicate string, args []any)
 	// LockTx share-locks the lease row inside the caller's transaction and
-	// reports whether the token is valid by the database clock.
-	LockTx(ctx context.Context, q Querier, t TokenParams) (bool, error)
+	// reports whether the token is valid by the database clock. It takes a
+	// transaction only: on a pool the lock would end with the statement.
+	LockTx(ctx context.Context, tx *sql.Tx, t TokenParams) (bool, error)
 	// Placeholder reports the dialect's placeholder style: "?" or "$".
 	Placeholder() string
 	// NowSQL is the database clock in integer milliseconds as an SQL

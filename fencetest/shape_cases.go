@@ -1,0 +1,362 @@
+package fencetest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fence"
+)
+
+// The shapes of SQL around {{fence}} that the fenced-write helpers accept,
+// and the shapes they refuse (the package doc's table). A refused shape must
+// be refused before anything is sent: with a valid token and with a stale
+// one the error wraps ErrInvalid and both tables are unchanged. An accepted
+// shape must write for the holder and change no row for a stale token.
+func shapeCases() []suiteCase {
+	return []suiteCase{
+		{"FenceShapesRefusedBeforeSending", refusedShapes},
+		{"FenceShapesAcceptedAreFenced", acceptedShapes},
+		{"CheckTxInsideRolledBackSavepoint", checkTxSavepoint},
+	}
+}
+
+// shape is one statement. In q, {T} is the items table (ids 1-3), {D} a
+// second table (id, val) that starts empty, and {FROM} is " FROM DUAL" on
+// MySQL, which wants a FROM before WHERE. ? placeholders are written as $n
+// on PostgreSQL unless raw is set.
+type shape struct {
+	name     string
+	dialects string // comma-separated; "" for every dialect
+	q        string
+	raw      bool
+	// args for attempt k (0 for the holder, 1 for the stale token), so
+	// inserted keys differ between attempts.
+	args func(k int) []any
+	// want is a fragment of the refusal's message.
+	want string
+}
+
+func argsOf(a ...any) func(int) []any { return func(int) []any { return a } }
+
+func (c shape) runsOn(d fence.Dialect) bool {
+	if c.dialects == "" {
+		return true
+	}
+	for _, x := range strings.Split(c.dialects, ",") {
+		if x == string(d) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c shape) sql(s *fence.Store, items, done string) string {
+	from := ""
+	if s.Dialect() == fence.MySQL {
+		from = " FROM DUAL"
+	}
+	q := strings.NewReplacer("{T}", items, "{D}", done, "{FROM}", from).Replace(c.q)
+	if c.raw {
+		return q
+	}
+	return sqlf(s, q)
+}
+
+var refused = []shape{
+	// Rows matched by the left side of a top-level OR are written unfenced.
+	{name: "TopLevelOrBeforeMarker", q: "UPDATE {T} SET val = ? WHERE id = ? OR id = ? AND {{fence}}", args: argsOf("stale", 1, 2), want: "OR"},
+	{name: "TopLevelOrAfterMarker", q: "UPDATE {T} SET val = ? WHERE {{fence}} AND id = ? OR id = ?", args: argsOf("stale", 2, 1), want: "OR"},
+	{name: "OrInsideParenthesesAroundMarker", q: "UPDATE {T} SET val = ? WHERE (id = ? OR id = ? AND {{fence}})", args: argsOf("stale", 1, 2), want: "parenthes"},
+	{name: "MySQLXorIsLooserThanAnd", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? XOR id = ? AND {{fence}}", args: argsOf("stale", 1, 2), want: "XOR"},
+	{name: "MySQLPipesAreOr", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? || id = ? AND {{fence}}", args: argsOf("stale", 1, 2), want: "||"},
+	// MySQL runs the body of /*! … */ as SQL.
+	{name: "MySQLExecutableComment", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? /*!50000 OR 1=1 */ AND {{fence}}", args: argsOf("stale", 1), want: "/*!"},
+	// MySQL's -- starts a comment only before a space: this is 2 - -1.
+	{name: "MySQLDoubleDashWithoutSpace", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? --1 OR 1=1\n AND {{fence}}", args: argsOf("stale", 1), want: "OR"},
+	// The marker must be a conjunct of the WHERE, not an operand.
+	{name: "NegatedMarker", q: "UPDATE {T} SET val = ? WHERE id = ? AND NOT {{fence}}", args: argsOf("stale", 1), want: "conjunct"},
+	{name: "MarkerCompared", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} IS NOT TRUE", args: argsOf("stale", 1), want: "conjunct"},
+	{name: "MarkerInCase", q: "UPDATE {T} SET val = ? WHERE CASE WHEN id = ? THEN 1=1 ELSE {{fence}} END", args: argsOf("stale", 1), want: "CASE"},
+	{name: "MarkerAsBetweenBound", dialects: "sqlite,mysql", q: "UPDATE {T} SET val = ? WHERE id BETWEEN ? AND {{fence}}", args: argsOf("stale", 0), want: "BETWEEN"},
+	{name: "MarkerInSet", q: "UPDATE {T} SET val = CASE WHEN {{fence}} THEN ? ELSE ? END WHERE id = ?", args: argsOf("a", "stale", 1), want: "WHERE"},
+	{name: "MarkerInSubquery", q: "UPDATE {T} SET val = ? WHERE id = ? AND id IN (SELECT id FROM {T} WHERE {{fence}})", args: argsOf("x", 1), want: "parenthes"},
+	{name: "NoWhere", q: "DELETE FROM {T} {{fence}}", args: argsOf(), want: "WHERE"},
+	// A data-modifying CTE commits whatever the guarded statement does.
+	{name: "WritingCTE", dialects: "postgres", q: "WITH q AS (DELETE FROM {T} WHERE id = ? RETURNING id, val) INSERT INTO {D} (id, val) SELECT id, val FROM q WHERE {{fence}}", args: argsOf(1), want: "DELETE"},
+	{name: "WritingCTEInsideInsert", dialects: "postgres", q: "INSERT INTO {D} (id, val) WITH q AS (UPDATE {T} SET val = ? WHERE id = ? RETURNING id, val) SELECT id, val FROM q WHERE {{fence}}", args: argsOf("stale", 1), want: "UPDATE"},
+	// Upserts: the insert half is unguarded when the marker is in DO UPDATE.
+	{name: "UpsertMarkerInDoUpdate", dialects: "sqlite,postgres", q: "INSERT INTO {T} (id, val) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET val = excluded.val WHERE {{fence}}", args: argsOf(4, "stale"), want: "INSERT"},
+	{name: "UpsertMarkerInDuplicateKey", dialects: "mysql", q: "INSERT INTO {T} (id, val) VALUES (?, ?) ON DUPLICATE KEY UPDATE val = IF({{fence}}, VALUES(val), val)", args: argsOf(4, "stale"), want: "parenthes"},
+	{name: "InsertValues", q: "INSERT INTO {D} (id, val) VALUES (?, CASE WHEN {{fence}} THEN 'a' ELSE 'b' END)", args: argsOf(4), want: "parenthes"},
+	{name: "UnionAfterGuardedSelect", q: "INSERT INTO {D} (id, val) SELECT ?, ?{FROM} WHERE {{fence}} UNION ALL SELECT ?, ?{FROM}", args: argsOf(4, "a", 5, "stale"), want: "UNION"},
+	{name: "UnionBeforeGuardedSelect", q: "INSERT INTO {D} (id, val) SELECT ?, ?{FROM} UNION ALL SELECT ?, ?{FROM} WHERE {{fence}}", args: argsOf(4, "stale", 5, "a"), want: "UNION"},
+	{name: "ExceptAfterGuardedSelect", dialects: "sqlite,postgres", q: "INSERT INTO {D} (id, val) SELECT ?, ? WHERE {{fence}} EXCEPT SELECT ?, ?", args: argsOf(4, "a", 5, "b"), want: "EXCEPT"},
+	// A second statement: SQLite's driver runs both.
+	{name: "SecondStatement", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}}; UPDATE {T} SET val = 'stale' WHERE id = 2", args: argsOf("x", 1), want: "one statement"},
+	{name: "SecondStatementAfterTrailingSemicolon", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}};;", args: argsOf("x", 1), want: "one statement"},
+	{name: "SelectWritesNothing", q: "SELECT id FROM {T} WHERE {{fence}}", args: argsOf(), want: "SELECT"},
+	{name: "MarkerTwice", q: "UPDATE {T} SET val = ? WHERE {{fence}} AND id = ? AND {{fence}}", args: argsOf("x", 1), want: "once"},
+	// Placeholders and arguments must match; nothing is sent otherwise.
+	{name: "TooManyArguments", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}}", args: argsOf("x", 1, 2), want: "argument"},
+	{name: "TooFewArguments", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}}", args: argsOf("x"), want: "argument"},
+	{name: "NumberedGap", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = $1 WHERE id = $3 AND {{fence}}", args: argsOf("x", 0, 1), want: "$2"},
+	{name: "MixedPlaceholderStyles", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = $1 WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: "mix"},
+	{name: "DollarOnQuestionMarkDialect", dialects: "sqlite,mysql", raw: true, q: "UPDATE {T} SET val = $1 WHERE id = $2 AND {{fence}}", args: argsOf("x", 1), want: "use ?"},
+	{name: "SQLiteNumberedQuestionMark", dialects: "sqlite", q: "UPDATE {T} SET val = ?1 WHERE id = ?2 AND {{fence}}", args: argsOf("x", 1), want: "numbered placeholder"},
+	{name: "SQLiteNamedColon", dialects: "sqlite", q: "UPDATE {T} SET val = :v WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: ":v"},
+	{name: "SQLiteNamedAt", dialects: "sqlite", q: "UPDATE {T} SET val = @v WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: "@v"},
+	{name: "SQLiteNamedDollar", dialects: "sqlite", q: "UPDATE {T} SET val = $v WHERE id = ? AND {{fence}}", args: argsOf("x", 1), want: "$v"},
+	// A backslash before a quote would read differently under another
+	// sql_mode (MySQL) or standard_conforming_strings (PostgreSQL).
+	{name: "BackslashBeforeQuote", dialects: "mysql,postgres", q: "UPDATE {T} SET val = 'C:\\' WHERE id = ? OR 1=1 AND {{fence}} -- '", args: argsOf(1), want: "backslash"},
+	{name: "UnterminatedString", q: "UPDATE {T} SET val = 'x WHERE {{fence}}", args: argsOf(), want: "unterminated"},
+	{name: "UnterminatedNestedComment", dialects: "postgres", q: "UPDATE {T} SET val = ? WHERE id = ? /* a /* b */ AND {{fence}}", args: argsOf("x", 1), want: "unterminated"},
+}
+
+var accepted = []shape{
+	{name: "Update", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}}", args: argsOf("new", 1)},
+	{name: "UpdateMarkerFirst", q: "UPDATE {T} SET val = ? WHERE {{fence}} AND id = ?", args: argsOf("new", 1)},
+	{name: "UpdateMarkerOnly", q: "UPDATE {T} SET val = ? WHERE {{fence}}", args: argsOf("new")},
+	{name: "ParenthesisedOr", q: "UPDATE {T} SET val = ? WHERE (id = ? OR id = ?) AND {{fence}}", args: argsOf("new", 1, 2)},
+	{name: "NotAndBetweenBeforeMarker", q: "UPDATE {T} SET val = ? WHERE NOT id = ? AND id BETWEEN ? AND ? AND {{fence}}", args: argsOf("new", 3, 1, 2)},
+	{name: "TrailingSemicolon", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} ; -- done", args: argsOf("new", 1)},
+	{name: "LiteralsAndCommentsLookingLikeSQL", raw: true, q: "UPDATE {T} SET val = 'a; OR ? {{fence}}' /* ; OR ? */ WHERE id = ? -- OR ; ?\n AND {{fence}}", args: argsOf(1)},
+	{name: "Delete", q: "DELETE FROM {T} WHERE id = ? AND {{fence}}", args: argsOf(1)},
+	{name: "InsertSelect", q: "INSERT INTO {D} (id, val) SELECT ?, ?{FROM} WHERE {{fence}}", args: func(k int) []any { return []any{10 + k, "new"} }},
+	{name: "InsertSelectFromTable", q: "INSERT INTO {D} (id, val) SELECT id + ?, val FROM {T} WHERE id < ? AND {{fence}}", args: func(k int) []any { return []any{10 * (k + 1), 3} }},
+	{name: "UpsertGuardedSelect", dialects: "sqlite,postgres", q: "INSERT INTO {T} (id, val) SELECT ?, ? WHERE {{fence}} ON CONFLICT (id) DO UPDATE SET val = excluded.val", args: func(k int) []any { return []any{1 + 3*k, "new"} }},
+	{name: "UpsertGuardedSelectDuplicateKey", dialects: "mysql", q: "INSERT INTO {T} (id, val) SELECT ?, ? FROM DUAL WHERE {{fence}} ON DUPLICATE KEY UPDATE val = VALUES(val)", args: func(k int) []any { return []any{1 + 3*k, "new"} }},
+	{name: "ReplaceSelect", dialects: "sqlite,mysql", q: "REPLACE INTO {T} (id, val) SELECT ?, ?{FROM} WHERE {{fence}}", args: func(k int) []any { return []any{1 + 3*k, "new"} }},
+	{name: "InsertOrReplaceSelect", dialects: "sqlite", q: "INSERT OR REPLACE INTO {T} (id, val) SELECT ?, ? WHERE {{fence}}", args: func(k int) []any { return []any{1 + 3*k, "new"} }},
+	{name: "ReadOnlyCTE", dialects: "sqlite,postgres", q: "WITH ids AS (SELECT id FROM {T} WHERE id = ?) UPDATE {T} SET val = ? WHERE id IN (SELECT id FROM ids) AND {{fence}}", args: argsOf(1, "new")},
+	{name: "SubqueryAndNow", q: "UPDATE {T} SET val = ?, fence_token = {{now_ms}} WHERE (id = ? OR id = ?) AND val IN (SELECT val FROM {D} UNION SELECT 'init') AND {{fence}}", args: argsOf("new", 1, 2)},
+	{name: "UpdateReturning", dialects: "sqlite,postgres", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} RETURNING id", args: argsOf("new", 1)},
+	{name: "UpdateOrderLimit", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id > ? AND {{fence}} ORDER BY id LIMIT 1", args: argsOf("new", 0)},
+	// ? works on PostgreSQL too: it is rebound to $n.
+	{name: "QuestionMarksOnPostgres", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} AND val <> '?'", args: argsOf("new", 1)},
+	{name: "EscapeStringAndNestedComment", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = E'it\\'s ? {{fence}}' /* a /* ; ? */ OR */ WHERE id = $1 AND {{fence}}", args: argsOf(1)},
+	{name: "DollarQuotedString", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = $q$ OR ; ? $1 {{fence}} $q$ WHERE id = $1 AND {{fence}}", args: argsOf(1)},
+	{name: "BracketAndBacktickIdentifiers", dialects: "sqlite", q: "UPDATE {T} AS [a'b] SET val = ? WHERE [a'b].id = ? AND `a'b`.val <> 'x' AND {{fence}}", args: argsOf("new", 1)},
+	{name: "BacktickIdentifiersAndHashComment", dialects: "mysql", q: "UPDATE {T} AS `a'b` SET `val` = ? # ' OR ?\n WHERE `a'b`.id = ? AND val <> 'it''s ?' AND {{fence}}", args: argsOf("new", 1)},
+}
+
+func shapeTables(t *testing.T, s *fence.Store) (items_, done string) {
+	t.Helper()
+	items_ = items(t, s)
+	done = s.Prefix() + "done"
+	h := handleFor(s)
+	if _, err := h.exec(ctxT(t), "CREATE TABLE "+done+" (id INT PRIMARY KEY, val VARCHAR(100) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.exec(context.Background(), "DROP TABLE IF EXISTS "+done) })
+	return items_, done
+}
+
+// resetShapeTables puts back the rows shapeTables started with.
+func resetShapeTables(t *testing.T, s *fence.Store, items_, done string) {
+	t.Helper()
+	h := handleFor(s)
+	ctx := ctxT(t)
+	for _, q := range []string{"DELETE FROM " + items_, "DELETE FROM " + done} {
+		if _, err := h.exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := h.exec(ctx, sqlf(s, "INSERT INTO "+items_+" (id, val) VALUES (?, ?)"), i, "init"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// snapshot is every row of both tables, for "nothing changed".
+func tablesSnapshot(t *testing.T, s *fence.Store, tables ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, tbl := range tables {
+		r, err := handleFor(s).query(ctxT(t), "SELECT id, val FROM "+tbl+" ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Next() {
+			var id int64
+			var v string
+			if err := r.Scan(&id, &v); err != nil {
+				r.Close()
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s:%d=%s ", tbl, id, v)
+		}
+		r.Close()
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+func refusedShapes(t *testing.T, b Backend) {
+	s := b.Open(t, prefix())
+	it, done := shapeTables(t, s)
+	ctx := ctxT(t)
+	stale := mustAcquire(t, s, "stale", long)
+	if _, err := s.Revoke(ctx, "stale"); err != nil {
+		t.Fatal(err)
+	}
+	held := mustAcquire(t, s, "held", long)
+	for _, c := range refused {
+		if !c.runsOn(s.Dialect()) {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			q := c.sql(s, it, done)
+			for _, tok := range []fence.Token{held, stale} {
+				before := tablesSnapshot(t, s, it, done)
+				n, err := s.Exec(ctx, tok, q, c.args(0)...)
+				if !errors.Is(err, fence.ErrInvalid) || n != 0 {
+					t.Errorf("fence %d: %q: want ErrInvalid, got n=%d err=%v", tok.Fence, q, n, err)
+				} else if !strings.Contains(err.Error(), c.want) {
+					t.Errorf("fence %d: %q: the refusal should mention %q: %v", tok.Fence, q, c.want, err)
+				}
+				if after := tablesSnapshot(t, s, it, done); after != before {
+					t.Errorf("fence %d: %q: refused statement changed the tables:\n before %s\n after  %s", tok.Fence, q, before, after)
+				}
+				if _, _, err := s.Fenced(tok, q, c.args(0)...); !errors.Is(err, fence.ErrInvalid) {
+					t.Errorf("Fenced(%q): %v", q, err)
+				}
+			}
+		})
+	}
+}
+
+func acceptedShapes(t *testing.T, b Backend) {
+	s := b.Open(t, prefix())
+	it, done := shapeTables(t, s)
+	ctx := ctxT(t)
+	for _, c := range accepted {
+		if !c.runsOn(s.Dialect()) {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			q := c.sql(s, it, done)
+			resetShapeTables(t, s, it, done)
+			tok := mustAcquire(t, s, "job-"+c.name, long)
+			before := tablesSnapshot(t, s, it, done)
+			if n, err := s.Exec(ctx, tok, q, c.args(0)...); err != nil || n == 0 {
+				t.Fatalf("holder: %q: n=%d err=%v", q, n, err)
+			}
+			if tablesSnapshot(t, s, it, done) == before {
+				t.Fatalf("holder: %q changed nothing", q)
+			}
+			if _, err := s.Revoke(ctx, "job-"+c.name); err != nil {
+				t.Fatal(err)
+			}
+			before = tablesSnapshot(t, s, it, done)
+			n, err := s.Exec(ctx, tok, q, c.args(1)...)
+			if !errors.Is(err, fence.ErrLost) || n != 0 {
+				t.Errorf("stale token: %q: want ErrLost, got n=%d err=%v", q, n, err)
+			}
+			if after := tablesSnapshot(t, s, it, done); after != before {
+				t.Errorf("stale token: %q changed the tables:\n before %s\n after  %s", q, before, after)
+			}
+		})
+	}
+}
+
+// checkTxSavepoint shows what a ROLLBACK TO SAVEPOINT does to CheckTx's
+// lock, on each database (CheckTx's doc and the package doc's table say it):
+// on PostgreSQL and MariaDB/MySQL it releases the share lock, a takeover
+// commits while the transaction goes on, and the transaction's plain write
+// commits after it; a write through ExecIn with {{fence}} in the same
+// transaction is still refused. On SQLite the transaction's write lock,
+// which a savepoint rollback keeps, holds the takeover off until commit.
+func checkTxSavepoint(t *testing.T, b Backend) {
+	s := b.Open(t, prefix())
+	tbl := items(t, s)
+	ctx := ctxT(t)
+	h := handleFor(s)
+	a := mustAcquire(t, s, "job", long)
+
+	if ph, ok := h.(pgxHandle); ok {
+		// pgx's nested transactions are savepoints: refused up front.
+		tx, err := ph.s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nested, err := tx.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckPgxTx(ctx, nested, a); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("CheckPgxTx on a nested pgx transaction: %v", err)
+		}
+		if err := s.CheckPgxTx(ctx, tx, a); err != nil {
+			t.Errorf("CheckPgxTx on the outer transaction: %v", err)
+		}
+		tx.Rollback(context.WithoutCancel(ctx))
+	}
+
+	tx, err := h.begin(ctx, sql.LevelDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.rollback(ctx)
+	if _, err := tx.exec(ctx, "SAVEPOINT fence_sp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.check(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.exec(ctx, "ROLLBACK TO SAVEPOINT fence_sp"); err != nil {
+		t.Fatal(err)
+	}
+
+	if s.Dialect() == fence.SQLite {
+		// The takeover cannot get the write lock while the transaction is
+		// open: it gives up at its deadline however loaded the machine is.
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := s.Revoke(rctx, "job")
+		cancel()
+		if err == nil {
+			t.Fatal("SQLite: a revoke committed while the checked transaction was open")
+		}
+		if _, err := tx.exec(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "A", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		takeover(t, s, "job", a)
+		return
+	}
+
+	// PostgreSQL, MariaDB/MySQL: the rollback released the share lock, so
+	// the takeover does not wait for the transaction.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = s.Revoke(rctx, "job")
+	cancel()
+	if err != nil {
+		t.Fatalf("%s: revoke after ROLLBACK TO SAVEPOINT: %v (if it now waits, the server keeps the lock: update CheckTx's doc)", s.Dialect(), err)
+	}
+	bt := mustAcquire(t, s, "job", long)
+	// A fenced write in the same transaction is still refused...
+	if _, err := tx.fencedExec(ctx, a, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ? AND {{fence}}"), "A-fenced", 2); !errors.Is(err, fence.ErrLost) {
+		t.Fatalf("ExecIn after the savepoint rollback: %v", err)
+	}
+	// ...but a plain write after CheckTx commits after the takeover.
+	if _, err := tx.exec(ctx, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ?"), "A-unfenced", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := val(t, s, tbl, 1); v != "A-unfenced" || val(t, s, tbl, 2) != "init" {
+		t.Fatalf("rows after the stale transaction: %q %q", v, val(t, s, tbl, 2))
+	}
+	t.Logf("%s: CheckTx's lock was released by ROLLBACK TO SAVEPOINT: fence %d took over, then fence %d's unfenced write committed", s.Dialect(), bt.Fence, a.Fence)
+}
