@@ -134,17 +134,17 @@ func stalledStores(t *testing.T, fn func(t *testing.T, s, direct *Store, p *stal
 // within runs call and fails t unless it returns within limit; a call that
 // never returns (the old unbounded follow-up read) is reported, not waited
 // for.
-func within(t *testing.T, limit time.Duration, call func() error) (error, time.Duration) {
+func within(t *testing.T, limit time.Duration, call func() error) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- call() }()
 	select {
 	case err := <-done:
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(limit + 20*time.Second):
 		t.Fatalf("the call had not returned %v after its deadline of %v", 20*time.Second, limit)
-		return nil, 0
+		return 0, nil
 	}
 }
 
@@ -178,7 +178,7 @@ func TestRefusedWriteFollowUpHonoursDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		const deadline = 2 * time.Second
-		err, took := within(t, deadline, func() error {
+		took, err := within(t, deadline, func() error {
 			wctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
 			_, err := s.ExecIn(wctx, stallAfter{direct.DB(), p}, a.Token,
@@ -245,7 +245,7 @@ func TestRefusedFinishFollowUpHonoursDeadline(t *testing.T) {
 		}
 		s.drv = &stallingDriver{Driver: s.drv, p: p}
 		const deadline = 2 * time.Second
-		err, took := within(t, deadline, func() error {
+		took, err := within(t, deadline, func() error {
 			fctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
 			return s.FinishRun(fctx, a.Token, id, Outcome{})
@@ -275,7 +275,7 @@ func TestAcquireWaitDeadlineDuringOutage(t *testing.T) {
 		// Poll often, so the attempts after the first meet the outage.
 		s.wait = waitConfig{min: 25 * time.Millisecond, max: 100 * time.Millisecond}
 		const deadline = 1200 * time.Millisecond
-		err, took := within(t, deadline, func() error {
+		took, err := within(t, deadline, func() error {
 			wctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
 			_, err := s.AcquireWait(wctx, "job", time.Minute)

@@ -359,7 +359,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		c.onStarted(jctx, t)
 	}
 	log.InfoContext(ctx, "fence: job started", "run", id)
-	jobErr, panicked := callJob(jctx, job)
+	panicked, jobErr := callJob(jctx, job)
 	close(done)
 	<-kdone
 	r.JobErr = jobErr
@@ -446,13 +446,13 @@ type PanicError struct{ Value any }
 func (e *PanicError) Error() string { return fmt.Sprintf("fence: job panicked: %v", e.Value) }
 
 // callJob runs job and turns a panic into an error plus the value to re-panic with.
-func callJob(ctx context.Context, job Job) (err error, p *jobPanic) {
+func callJob(ctx context.Context, job Job) (p *jobPanic, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err, p = &PanicError{Value: v}, &jobPanic{value: v}
+			p, err = &jobPanic{value: v}, &PanicError{Value: v}
 		}
 	}()
-	return job(ctx), nil
+	return nil, job(ctx)
 }
 
 func (s *Store) releaseQuietly(ctx context.Context, t Token, log *slog.Logger) {
