@@ -274,7 +274,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Migrate creates or upgrades fence's tables and returns the schema version.
+// Migrate creates or upgrades fence's tables — leases, runs, schema, and the
+// task package's tasks and task_steps — and returns the schema version.
 // It is idempotent and safe to run from several processes at once.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
 	v, err := s.drv.Migrate(ctx)
