@@ -198,10 +198,12 @@ func TestIsRetryableOnTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The caller's own deadline: not retryable.
+	// The caller's own deadline, mid-statement: not retryable. On conn,
+	// which is connected already, so that on a loaded machine the deadline
+	// cannot pass while a new connection is still being dialled instead.
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err = d.db.ExecContext(cctx, "SELECT pg_sleep(1)")
+	_, err = conn.ExecContext(cctx, "SELECT pg_sleep(1)")
 	if err == nil || d.IsRetryable(err) {
 		t.Errorf("caller deadline: %v (retryable %v)", err, d.IsRetryable(err))
 	}

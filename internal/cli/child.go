@@ -43,6 +43,7 @@ type supervisor struct {
 	termed        bool      // SIGTERM was sent to the tree
 	killed        bool      // SIGKILL was sent before the command exited
 	switchFired   bool      // the shim's dead-man's switch killed the tree
+	armedKill     bool      // fence moved the shim's deadline to the SIGKILL time after the loss
 	killedStopped bool      // stopped by ^Z, then killed on SIGCONT without resuming
 	stoppedAt     time.Time
 	exitedAt      time.Time
@@ -107,6 +108,10 @@ func (s *supervisor) stopReport() string {
 		return "the command was not started"
 	case s.killedStopped:
 		return fmt.Sprintf("%s was stopped with fence (SIGTSTP) and, as the lease could have lapsed while it was stopped, killed with SIGKILL without running again (status %d)", tree, s.code)
+	case s.switchFired && s.armedKill:
+		// fence knew of the loss and had moved the shim's deadline to the
+		// SIGKILL time itself: nothing suggests fence was stopped.
+		return fmt.Sprintf("fence's shim killed %s with SIGKILL at the deadline fence had set for it after the loss (status %d)", tree, s.code)
 	case s.switchFired:
 		return fmt.Sprintf("fence's shim killed %s with SIGKILL when the lease's deadline passed with no renewal from fence (was fence stopped?) (status %d)", tree, s.code)
 	case s.lostAt.IsZero() || s.exitedAt.Before(s.lostAt):

@@ -119,6 +119,7 @@ func (s *supervisor) job(ctx context.Context) error {
 			s.termed = true
 			// The shim kills at this deadline even if fence is stopped now.
 			_ = j.SetDeadline(boottime.Now() + time.Until(s.killAt))
+			s.armedKill = true
 			t := time.NewTimer(time.Until(s.killAt))
 			defer t.Stop()
 			kill = t.C
