@@ -179,4 +179,3 @@ func closest(want string, cands map[string]string) string {
 	lo := max(0, bestN-40)
 	return best + ", differs after «" + want[lo:bestN] + "»"
 }
-

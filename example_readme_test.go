@@ -157,6 +157,9 @@ func observed(ctx context.Context, dsn string, reg prometheus.Registerer, job fe
 		return fence.Result{}, err
 	}
 	defer store.Close()
+	if _, err := store.Migrate(ctx); err != nil {
+		return fence.Result{}, err
+	}
 	return fence.Run(ctx, store, "nightly", job, fence.OnLost(m.OnLost))
 }
 
