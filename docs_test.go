@@ -47,12 +47,12 @@ func TestDocSamplesAreCompiled(t *testing.T) {
 	}
 	cands := compiledCandidates(t)
 	for _, s := range samples {
-		want := normalize(s.text)
+		want := normalizeSample(s.text)
 		if _, ok := cands[want]; ok {
 			continue
 		}
 		t.Errorf("%s: Go sample matches no compiled function body or declarations in a _test.go file; "+
-			"copy it from (or into) its Example, then run it.\nclosest: %s\nsample:\n%s", s.where, closest(want, cands), s.text)
+			"copy it from (or into) its Example, then run it.\nclosest: %s\nsample:\n%s", s.where, closestCompiled(want, cands), s.text)
 	}
 }
 
@@ -147,10 +147,10 @@ func compiledCandidates(t *testing.T) map[string]string {
 		for i, d := range f.Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
 				body := string(src[off(fd.Body.Lbrace)+1 : off(fd.Body.Rbrace)])
-				out[normalize(body)] = path + ": body of " + fd.Name.Name
+				out[normalizeSample(body)] = path + ": body of " + fd.Name.Name
 			}
 			for j := i; j < len(f.Decls); j++ {
-				out[normalize(string(src[off(start(d)):off(f.Decls[j].End())]))] = path + ": declarations"
+				out[normalizeSample(string(src[off(start(d)):off(f.Decls[j].End())]))] = path + ": declarations"
 			}
 		}
 		return nil
@@ -161,11 +161,11 @@ func compiledCandidates(t *testing.T) map[string]string {
 	return out
 }
 
-func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
+func normalizeSample(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // closest names the candidate sharing the longest prefix with want, and
 // where they part.
-func closest(want string, cands map[string]string) string {
+func closestCompiled(want string, cands map[string]string) string {
 	best, bestN := "", -1
 	for c, where := range cands {
 		n := 0
