@@ -9,14 +9,27 @@
 // carry the token and are checked by the database in the same statement or
 // transaction as the write:
 //
-//	store, _ := fence.Open(ctx, "sqlite:fence.db")
-//	store.Migrate(ctx)
-//	res, _ := fence.Run(ctx, store, "admin:reconciliation", func(ctx context.Context) error {
-//		tok, _ := fence.TokenFrom(ctx)
-//		_, err := store.Exec(ctx, tok,
-//			`UPDATE reports SET body = ? WHERE id = ? AND {{fence}}`, body, id)
-//		return err // wraps fence.ErrLost if a newer owner took over
-//	})
+//	// assign gives item id to owner, as the singleton job "admin:reconciliation"
+//	// of every replica that shares the database at dsn: "sqlite:fence.db",
+//	// "postgres://app@db/app" or "mysql://app@db:3306/app".
+//	func assign(ctx context.Context, dsn string, id int, owner string) (fence.Result, error) {
+//		store, err := fence.Open(ctx, dsn)
+//		if err != nil {
+//			return fence.Result{}, err
+//		}
+//		defer store.Close()
+//		if _, err := store.Migrate(ctx); err != nil {
+//			return fence.Result{}, err
+//		}
+//		return fence.Run(ctx, store, "admin:reconciliation", func(ctx context.Context) error {
+//			tok, _ := fence.TokenFrom(ctx)
+//			// The fence predicate goes where {{fence}} stands: check and write are one statement.
+//			_, err := store.Exec(ctx, tok,
+//				`UPDATE items SET owner = ? WHERE id = ? AND {{fence}}`, owner, id)
+//			return err // errors.Is(err, fence.ErrLost) once a newer owner took over
+//		}, fence.WithTTL(30*time.Second))
+//		// Result.Outcome: completed, failed, not-acquired, lost or rejected
+//	}
 //
 // Programs that use pgx without database/sql open the store over their pool
 // with OpenPool; it runs the same SQL (docs/adr/0003-pgx-native-store.md).

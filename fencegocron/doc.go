@@ -10,16 +10,31 @@
 // leader run jobs at all. Both offer Job, which turns a function of
 // (ctx, token) into a gocron task:
 //
-//	locker, err := fencegocron.NewLocker(store, fencegocron.WithMinHold(30*time.Second))
-//	sched, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
-//	_, err = sched.NewJob(gocron.CronJob("* * * * *", false),
-//		gocron.NewTask(locker.Job(func(ctx context.Context, tok fence.Token) error {
-//			_, err := store.Exec(ctx, tok,
-//				`UPDATE reports SET body = ? WHERE id = 1 AND {{fence}}`, body)
-//			return err // wraps fence.ErrLost if another replica took over
-//		})),
-//		gocron.WithName("report")) // the lease is "gocron:report"
-//	sched.Start()
+//	// scheduleReport runs on every replica: each minute's report is written by
+//	// one of them, and a replica that lost its lease mid-run cannot overwrite a
+//	// newer one. Stop the scheduler with Shutdown.
+//	func scheduleReport(store *fence.Store, body string) (gocron.Scheduler, error) {
+//		locker, err := fencegocron.NewLocker(store, fencegocron.WithMinHold(30*time.Second))
+//		if err != nil {
+//			return nil, err
+//		}
+//		sched, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
+//		if err != nil {
+//			return nil, err
+//		}
+//		_, err = sched.NewJob(gocron.CronJob("* * * * *", false),
+//			gocron.NewTask(locker.Job(func(ctx context.Context, tok fence.Token) error {
+//				_, err := store.Exec(ctx, tok,
+//					`UPDATE reports SET body = ? WHERE id = 1 AND {{fence}}`, body)
+//				return err // wraps fence.ErrLost if another replica took over
+//			})),
+//			gocron.WithName("report")) // the lease is "gocron:report"
+//		if err != nil {
+//			return nil, err
+//		}
+//		sched.Start()
+//		return sched, nil
+//	}
 //
 // # What it guarantees
 //

@@ -33,22 +33,54 @@
 //
 // Holder side:
 //
-//	c := fencehttp.Client(key, nil)
-//	fence.Run(ctx, store, "publisher", func(ctx context.Context) error {
-//		req, _ := http.NewRequestWithContext(ctx, "POST", url, body)
-//		resp, err := c.Do(req) // Fence-Token: 7.<owner id>.<mac>
-//		...
-//	})
+//	// publish is the holder: every request made inside the job carries the
+//	// signed fence.
+//	func publish(ctx context.Context, store *fence.Store, key []byte, url string) (fence.Result, error) {
+//		c := fencehttp.Client(key, nil)
+//		return fence.Run(ctx, store, "publisher", func(ctx context.Context) error {
+//			req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader("hello"))
+//			if err != nil {
+//				return err
+//			}
+//			resp, err := c.Do(req)
+//			if err != nil {
+//				return err
+//			}
+//			defer resp.Body.Close()
+//			if resp.StatusCode != http.StatusOK {
+//				return fmt.Errorf("publish: %s", resp.Status) // 409: a newer fence published
+//			}
+//			return nil
+//		})
+//	}
 //
 // Receiving side:
 //
-//	v, _ := fencehttp.NewVerifier(key, func(*http.Request) string { return "publisher" })
-//	g, _ := fencehttp.NewGuard(v, db, fence.Postgres, "publish_fences")
-//	g.CreateTable(ctx)
-//	mux.Handle("POST /publish", g.Handler(func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) error {
-//		_, err := tx.ExecContext(r.Context(), `UPDATE feed SET body = $1`, body)
-//		return err // nil commits the write and the fence together
-//	}))
+//	// receiver is the service: the handler's write commits in the transaction
+//	// that raised the lease's fence row, or not at all.
+//	func receiver(ctx context.Context, db *sql.DB, key []byte) (*http.ServeMux, error) {
+//		v, err := fencehttp.NewVerifier(key, func(*http.Request) string { return "publisher" })
+//		if err != nil {
+//			return nil, err
+//		}
+//		g, err := fencehttp.NewGuard(v, db, fence.Postgres, "publish_fences")
+//		if err != nil {
+//			return nil, err
+//		}
+//		if err := g.CreateTable(ctx); err != nil {
+//			return nil, err
+//		}
+//		mux := http.NewServeMux()
+//		mux.Handle("POST /publish", g.Handler(func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) error {
+//			body, err := io.ReadAll(r.Body)
+//			if err != nil {
+//				return err
+//			}
+//			_, err = tx.ExecContext(r.Context(), `UPDATE feed SET body = $1`, body)
+//			return err // nil commits the write and the fence together
+//		}))
+//		return mux, nil
+//	}
 //
 // The signature proves the fence was issued by a key holder, not that the
 // request is fresh: anyone who reads a request can replay it. Use TLS.

@@ -2,31 +2,59 @@ package fenceotel_test
 
 import (
 	"context"
+	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
-	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fenceotel"
 )
 
-func Example() {
-	ctx := context.Background()
-	// Spans go to the global TracerProvider, which the application sets up
-	// with its own exporter (otel.SetTracerProvider).
-	store, err := fence.Open(ctx, "sqlite:fence.db", fence.WithObserver(fenceotel.New(nil)))
+// traced runs job as the singleton "nightly-report" of the store at dsn,
+// with spans to tp (otel.GetTracerProvider() for the global one). A run
+// has no span of its own, so it starts one around fence.Run: the
+// runner's operations are its children.
+func traced(ctx context.Context, dsn string, tp trace.TracerProvider, job fence.Job) (fence.Result, error) {
+	store, err := fence.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
 	if err != nil {
-		log.Fatal(err)
+		return fence.Result{}, err
 	}
 	defer store.Close()
-
-	// One span around the run; the runner's operations are its children.
-	ctx, span := otel.Tracer("reports").Start(ctx, "nightly-report")
+	if _, err := store.Migrate(ctx); err != nil {
+		return fence.Result{}, err
+	}
+	ctx, span := tp.Tracer("reports").Start(ctx, "nightly-report")
 	defer span.End()
-	_, err = fence.Run(ctx, store, "nightly-report", func(ctx context.Context) error {
-		return nil // the job
-	})
+	return fence.Run(ctx, store, "nightly-report", job)
+}
+
+func Example() {
+	dir, err := os.MkdirTemp("", "fenceotel-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer os.RemoveAll(dir)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	res, err := traced(context.Background(), "sqlite:"+filepath.Join(dir, "fence.db"), tp,
+		func(ctx context.Context) error { return nil })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Outcome)
+	for _, s := range rec.Ended() {
+		fmt.Println(s.Name(), s.Parent().SpanID() == rec.Ended()[len(rec.Ended())-1].SpanContext().SpanID())
+	}
+	// Output:
+	// completed
+	// fence.acquire true
+	// fence.start_run true
+	// fence.finish_run true
+	// fence.release true
+	// nightly-report false
 }

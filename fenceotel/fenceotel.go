@@ -3,7 +3,23 @@
 // TracerProvider you give it (or the global one), with whatever exporter you
 // set up; without one they cost next to nothing.
 //
-//	store, err := fence.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
+//	// traced runs job as the singleton "nightly-report" of the store at dsn,
+//	// with spans to tp (otel.GetTracerProvider() for the global one). A run
+//	// has no span of its own, so it starts one around fence.Run: the
+//	// runner's operations are its children.
+//	func traced(ctx context.Context, dsn string, tp trace.TracerProvider, job fence.Job) (fence.Result, error) {
+//		store, err := fence.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
+//		if err != nil {
+//			return fence.Result{}, err
+//		}
+//		defer store.Close()
+//		if _, err := store.Migrate(ctx); err != nil {
+//			return fence.Result{}, err
+//		}
+//		ctx, span := tp.Tracer("reports").Start(ctx, "nightly-report")
+//		defer span.End()
+//		return fence.Run(ctx, store, "nightly-report", job)
+//	}
 //
 // Each operation is a span of kind client named "fence.<op>": fence.acquire,
 // fence.renew, fence.renew_batch, fence.release, fence.revoke,
@@ -41,11 +57,8 @@
 //
 // A run has no span of its own: the runner's acquire, start_run, renewals,
 // finish_run and release are spans in the trace of the context given to
-// fence.Run. To see a run as one span, start one around it:
-//
-//	ctx, span := tracer.Start(ctx, "nightly-report")
-//	res, err := fence.Run(ctx, store, "nightly-report", job)
-//	span.End()
+// fence.Run. To see a run as one span, start one around it, as traced
+// above does.
 package fenceotel
 
 import (

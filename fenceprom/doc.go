@@ -2,11 +2,25 @@
 // A *Metrics is both the fence.Observer the store reports to and the
 // prometheus.Collector you register:
 //
-//	m := fenceprom.New()
-//	prometheus.MustRegister(m)
-//	store, err := fence.Open(ctx, dsn, fence.WithObserver(m))
-//	…
-//	res, err := fence.Run(ctx, store, "nightly-report", job, fence.OnLost(m.OnLost))
+//	// withMetrics runs job as the singleton "nightly-report" of the store at
+//	// dsn, with the store's metrics registered in reg (serve reg with promhttp).
+//	func withMetrics(ctx context.Context, dsn string, reg prometheus.Registerer, job fence.Job) (fence.Result, error) {
+//		m := fenceprom.New()
+//		if err := reg.Register(m); err != nil {
+//			return fence.Result{}, err
+//		}
+//		store, err := fence.Open(ctx, dsn, fence.WithObserver(m))
+//		if err != nil {
+//			return fence.Result{}, err
+//		}
+//		defer store.Close()
+//		if _, err := store.Migrate(ctx); err != nil {
+//			return fence.Result{}, err
+//		}
+//		// OnLost also counts jobs stopped at the renew deadline, which no
+//		// refused operation reports.
+//		return fence.Run(ctx, store, "nightly-report", job, fence.OnLost(m.OnLost))
+//	}
 //
 // # Metrics
 //

@@ -2,34 +2,61 @@ package fenceprom_test
 
 import (
 	"context"
+	"fmt"
 	"log"
-	"net/http"
+	"os"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fenceprom"
 )
 
-func Example() {
-	ctx := context.Background()
+// withMetrics runs job as the singleton "nightly-report" of the store at
+// dsn, with the store's metrics registered in reg (serve reg with promhttp).
+func withMetrics(ctx context.Context, dsn string, reg prometheus.Registerer, job fence.Job) (fence.Result, error) {
 	m := fenceprom.New()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
-	go func() {
-		log.Println(http.ListenAndServe(":9102", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	}()
-
-	store, err := fence.Open(ctx, "sqlite:fence.db", fence.WithObserver(m))
+	if err := reg.Register(m); err != nil {
+		return fence.Result{}, err
+	}
+	store, err := fence.Open(ctx, dsn, fence.WithObserver(m))
 	if err != nil {
-		log.Fatal(err)
+		return fence.Result{}, err
 	}
 	defer store.Close()
-	_, err = fence.Run(ctx, store, "nightly-report", func(ctx context.Context) error {
-		return nil // the job
-	}, fence.OnLost(m.OnLost)) // also count jobs stopped at the renew deadline
+	if _, err := store.Migrate(ctx); err != nil {
+		return fence.Result{}, err
+	}
+	// OnLost also counts jobs stopped at the renew deadline, which no
+	// refused operation reports.
+	return fence.Run(ctx, store, "nightly-report", job, fence.OnLost(m.OnLost))
+}
+
+func Example() {
+	dir, err := os.MkdirTemp("", "fenceprom-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer os.RemoveAll(dir)
+	reg := prometheus.NewRegistry()
+	res, err := withMetrics(context.Background(), "sqlite:"+filepath.Join(dir, "fence.db"), reg,
+		func(ctx context.Context) error { return nil })
+	if err != nil {
+		log.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "fence_runs_total" {
+			for _, m := range mf.GetMetric() {
+				fmt.Println(res.Outcome, mf.GetName(), m.GetLabel()[1].GetValue(), m.GetCounter().GetValue())
+			}
+		}
+	}
+	// Output:
+	// completed fence_runs_total running 1
+	// completed fence_runs_total succeeded 1
 }
