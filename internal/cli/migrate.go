@@ -10,8 +10,9 @@ func (a *app) migrateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade fence's tables",
-		Long: `Create or upgrade fence's tables (<prefix>leases, <prefix>runs and
-<prefix>schema) and print the schema version. It is idempotent and safe to run
+		Long: `Create or upgrade fence's tables (<prefix>leases, <prefix>runs,
+<prefix>schema, and the task package's <prefix>tasks and <prefix>task_steps)
+and print the schema version. It is idempotent and safe to run
 from several processes at once; run it before the first 'fence run' and after
 upgrading fence.
 
@@ -37,8 +38,9 @@ With --json it prints {"schema_version": N, "prefix": "fence_"}.`,
 					Prefix        string `json:"prefix"`
 				}{v, a.prefix})
 			}
-			_, err = fmt.Fprintf(a.stdout, "schema version %d (tables %sleases, %sruns, %sschema on %s)\n",
-				v, a.prefix, a.prefix, a.prefix, a.parsed.Redacted)
+			p := a.prefix
+			_, err = fmt.Fprintf(a.stdout, "schema version %d (tables %sleases, %sruns, %sschema, %stasks, %stask_steps on %s)\n",
+				v, p, p, p, p, p, a.parsed.Redacted)
 			return err
 		},
 	}
