@@ -121,7 +121,7 @@ func (a *app) serveCmd() *cobra.Command {
 			}
 			// Refuse a bad --addr/token pair before touching the database.
 			if _, err := ops.Guard(http.NotFoundHandler(), addr, token); err != nil {
-				return usagef("bind 127.0.0.1, or set --token-file or FENCE_SERVE_TOKEN", "%s", strings.TrimPrefix(err.Error(), fence.ErrInvalid.Error()+": "))
+				return usagef("openssl rand -hex 32 > serve.token, then --token-file serve.token (and TLS in front)", "%s", strings.TrimPrefix(err.Error(), fence.ErrInvalid.Error()+": "))
 			}
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
