@@ -172,7 +172,7 @@ func TestFormatting(t *testing.T) {
 	if got := oneLine("fence: lease x:\n  fence: lost"); got != "lease x: lost" {
 		t.Errorf("oneLine: %q", got)
 	}
-	if got := cellText("a\tb\x1b[2Jc"); got != "a b [2Jc" {
+	if got := cellText("a\tb\x1b[2Jc"); got != `a b\x1b[2Jc` {
 		t.Errorf("cellText: %q", got)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 )
@@ -78,15 +80,68 @@ func (t *table) write(cells []string, fg string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-var controlRE = regexp.MustCompile(`[\x00-\x1f\x7f]+`)
+// maxCell bounds a table cell, in runes after escaping: a lease name or an
+// error may be huge (an error quoting a 120 KB hostname), and one cell must
+// not turn a listing into megabytes.
+const maxCell = 200
 
-// cellText keeps a cell on one line and free of escape sequences from the
-// database (a lease name or error text is user data).
+// cellText keeps a cell on one line and shows it as what it is. A lease
+// name or error text is user data: C0 and C1 controls (terminal escape
+// sequences), bidi overrides and isolates (U+202A–U+202E, U+2066–U+2069,
+// which reorder what follows), zero-width characters (U+200B–U+200F,
+// U+FEFF, which make two names look alike), line separators and invalid
+// UTF-8 are printed as Go escapes (\x1b, \u202e), visible and copyable.
+// This holds for every table, on a terminal or not, so that a pipe shows
+// the same as the screen; --json output stays exact.
 func cellText(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return controlRE.ReplaceAllString(s, " ")
+	var b strings.Builder
+	n := 0
+	for i, r := range s {
+		if n >= maxCell {
+			fmt.Fprintf(&b, "… (%d bytes)", len(s))
+			break
+		}
+		n++
+		switch {
+		case r == utf8.RuneError && !validAt(s, i):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t' || r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case unsafeRune(r):
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// validAt reports whether s holds a valid encoding at i (a literal U+FFFD).
+func validAt(s string, i int) bool {
+	r, size := utf8.DecodeRuneInString(s[i:])
+	return r != utf8.RuneError || size > 1
+}
+
+// unsafeRune reports whether r may not reach a terminal as is.
+func unsafeRune(r rune) bool {
+	switch {
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f: // C0, DEL, C1
+		return true
+	case r >= 0x200b && r <= 0x200f, r == 0xfeff: // zero width, LRM, RLM
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi
+		return true
+	case r == 0x2028 || r == 0x2029 || r == 0x061c: // line/paragraph separators, ALM
+		return true
+	}
+	return false
 }
 
 // writeJSON writes v as indented JSON followed by a newline.

@@ -10,13 +10,16 @@
 //	GET /api/leases   {"db_now", "leases": [...]} as JSON
 //	GET /api/runs     {"db_now", "runs": [...], "stale": [...]} as JSON
 //	GET /healthz      200 "ok" when the database answers, else 503
+//	                  "database unavailable"
 //	GET /metrics      the handler given to WithMetrics (404 without one)
 //
 // The page loads nothing from elsewhere: its CSS and script are inline, and
 // its Content-Security-Policy allows only them (by nonce) and requests to
 // its own origin. Every value shown is escaped; lease names are user data.
-// The handler never writes to the store. It has no authentication: serve it
-// on a loopback or otherwise trusted address. The page fetches its endpoints
+// The handler never writes to the store. It serves no owner token beyond its
+// first 8 characters and no database error text (that goes to the log). It
+// has no authentication of its own: Guard adds the Host check and bearer
+// token that `fence serve` uses, LimitConns and LimitRequests its caps. The page fetches its endpoints
 // by relative URL, so it also works mounted under a path:
 // mux.Handle("/ops/", http.StripPrefix("/ops", ops.Handler(store))).
 package ops
@@ -98,6 +101,11 @@ func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), h.timeout)
 }
 
+// unavailable is all a reader of the page learns of a failed database read:
+// the driver's text can name the database user, host and port, and the
+// server's log has it (WithLogger).
+const unavailable = "database unavailable"
+
 func (h *handler) failed(r *http.Request, what string, err error) {
 	h.log.WarnContext(r.Context(), "ops: reading the store failed", "what", what, "err", err)
 }
@@ -108,7 +116,7 @@ func (h *handler) apiLeases(w http.ResponseWriter, r *http.Request) {
 	v, err := h.leases(ctx)
 	if err != nil {
 		h.failed(r, "leases", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": unavailable})
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -120,7 +128,7 @@ func (h *handler) apiRuns(w http.ResponseWriter, r *http.Request) {
 	v, err := h.runs(ctx)
 	if err != nil {
 		h.failed(r, "runs", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": unavailable})
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -136,7 +144,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // healthz answers 200 "ok" when the database answers a clock read within the
-// timeout, and 503 with the reason otherwise.
+// timeout, and 503 "database unavailable" otherwise (the reason goes to the
+// log).
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
@@ -145,7 +154,7 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if _, err := h.store.Now(ctx); err != nil {
 		h.failed(r, "healthz", err)
 		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte("unavailable: " + err.Error() + "\n"))
+		w.Write([]byte(unavailable + "\n"))
 		return
 	}
 	w.Write([]byte("ok\n"))

@@ -58,7 +58,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if err := errors.Join(lerr, rerr); err != nil {
 		h.failed(r, "page", err)
-		d.Err = "The database did not answer: " + err.Error()
+		d.Err = "The database did not answer (" + unavailable + "); the server's log has the detail."
 		status = http.StatusServiceUnavailable
 	}
 	var buf bytes.Buffer

@@ -22,8 +22,13 @@ type leasesView struct {
 }
 
 type leaseView struct {
-	Name       string `json:"name"`
-	State      string `json:"state"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Owner is only the first 8 characters of the owner token, the same
+	// as OwnerShort: the full token and the fence are the holder's secret
+	// (with both, anyone could renew, release or write as the holder), and
+	// this page has readers who are not the holder. The field stays for
+	// the clients that read it.
 	Owner      string `json:"owner"`
 	OwnerShort string `json:"owner_short"`
 	Fence      int64  `json:"fence"`
@@ -43,9 +48,10 @@ type runsView struct {
 }
 
 type runView struct {
-	ID         int64  `json:"id"`
-	Lease      string `json:"lease"`
-	Owner      string `json:"owner"`
+	ID    int64  `json:"id"`
+	Lease string `json:"lease"`
+	Owner string `json:"owner"` // the 8-character prefix, as in leaseView
+
 	OwnerShort string `json:"owner_short"`
 	Fence      int64  `json:"fence"`
 	Status     string `json:"status"`
@@ -82,7 +88,7 @@ func (h *handler) leases(ctx context.Context) (leasesView, error) {
 }
 
 func leaseToView(l fence.LeaseInfo) leaseView {
-	v := leaseView{Name: l.Name, State: string(l.State), Owner: l.Owner, OwnerShort: short(l.Owner),
+	v := leaseView{Name: l.Name, State: string(l.State), Owner: short(l.Owner), OwnerShort: short(l.Owner),
 		Fence: l.Fence, ExpiresIn: "–"}
 	if l.ExpiresAt.IsZero() {
 		return v
@@ -135,7 +141,7 @@ func (h *handler) runs(ctx context.Context) (runsView, error) {
 }
 
 func runToView(r fence.RunInfo, now time.Time) runView {
-	v := runView{ID: r.ID, Lease: r.Lease, Owner: r.Owner, OwnerShort: short(r.Owner), Fence: r.Fence,
+	v := runView{ID: r.ID, Lease: r.Lease, Owner: short(r.Owner), OwnerShort: short(r.Owner), Fence: r.Fence,
 		Status: string(r.Status), StartedAt: stamp(r.StartedAt), Started: human(now.Sub(r.StartedAt)) + " ago",
 		Finished: "–", ExitCode: r.ExitCode, Exit: "–", Error: r.Error}
 	if r.FinishedAt.IsZero() {
@@ -154,7 +160,9 @@ func runToView(r fence.RunInfo, now time.Time) runView {
 // stamp is a database time as RFC 3339 UTC with milliseconds.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
-// short is the first 8 characters of an owner token, as `fence leases` shows it.
+// short is the first 8 characters of an owner token, as `fence leases` shows
+// it: 32 bits, enough to tell holders apart on the page, far too few to act
+// as one. Nothing the handler serves carries more of a token.
 func short(owner string) string {
 	if len(owner) > 8 {
 		return owner[:8]
