@@ -97,6 +97,20 @@ func childEnv(env []string, t fence.Token, runID int64, dsn, prefix string, expo
 	return out
 }
 
+// markLost records the loss and when SIGKILL is due: after --grace, but
+// never later than just before the lease could lapse.
+func (s *supervisor) markLost(ctx context.Context) {
+	s.lostAt = time.Now()
+	s.killAt = s.lostAt.Add(s.grace)
+	if lapse, ok := fence.LapseTime(ctx); ok {
+		if latest := lapse.Add(-lapseMargin(s.ttl)); latest.Before(s.killAt) {
+			s.killAt, s.capped = latest, true
+		}
+	}
+	s.log.WarnContext(ctx, "fence: lease lost, stopping the command", "pid", s.pid,
+		"cause", context.Cause(ctx), "sigkill_in", max(time.Until(s.killAt), 0))
+}
+
 // stopReport says how the command was stopped after the lease was lost.
 func (s *supervisor) stopReport() string {
 	tree := "the command"

@@ -106,15 +106,7 @@ func (s *supervisor) job(ctx context.Context) error {
 			}
 		case <-done:
 			done = nil
-			s.lostAt = time.Now()
-			s.killAt = s.lostAt.Add(s.grace)
-			if lapse, ok := fence.LapseTime(ctx); ok {
-				if latest := lapse.Add(-lapseMargin(s.ttl)); latest.Before(s.killAt) {
-					s.killAt, s.capped = latest, true
-				}
-			}
-			s.log.WarnContext(ctx, "fence: lease lost, stopping the command", "pid", s.pid,
-				"cause", context.Cause(ctx), "sigkill_in", max(time.Until(s.killAt), 0))
+			s.markLost(ctx)
 			_ = j.SignalAll(syscall.SIGTERM)
 			s.termed = true
 			// The shim kills at this deadline even if fence is stopped now.
