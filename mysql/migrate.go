@@ -16,7 +16,10 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 )
 
-const erNoSuchTable = 1146
+const (
+	erNoSuchTable  = 1146
+	erDupFieldName = 1060
+)
 
 // Migrate applies the embedded migrations that <prefix>schema does not list
 // and returns the schema version.
@@ -92,6 +95,9 @@ func (d *Driver) migrate(ctx context.Context, conn *sql.Conn) (int, error) {
 		}
 		for _, st := range splitStatements(string(b)) {
 			if _, err := conn.ExecContext(ctx, d.expand(st)); err != nil {
+				if addsColumnAgain(st, err) {
+					continue
+				}
 				return 0, fmt.Errorf("mysql: migration %s: %w", f, err)
 			}
 		}
@@ -101,6 +107,21 @@ func (d *Driver) migrate(ctx context.Context, conn *sql.Conn) (int, error) {
 		v = n
 	}
 	return v, nil
+}
+
+// addsColumnAgain reports whether err is "duplicate column" from an ALTER
+// TABLE … ADD COLUMN: the statement committed in an earlier Migrate that died
+// before it recorded the version. DDL commits on its own in MySQL and MySQL 8
+// has no ADD COLUMN IF NOT EXISTS, so this is how a re-run completes. Each
+// ALTER adds all of its columns atomically (atomic DDL on MySQL 8 and
+// MariaDB 10.6+), so a column already there means the whole statement is.
+func addsColumnAgain(stmt string, err error) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) || me.Number != erDupFieldName {
+		return false
+	}
+	f := strings.Fields(strings.ToUpper(stmt))
+	return len(f) > 4 && f[0] == "ALTER" && f[1] == "TABLE" && f[3] == "ADD"
 }
 
 // SchemaVersion returns the applied version, 0 when fence's tables are absent.

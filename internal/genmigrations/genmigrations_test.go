@@ -100,8 +100,8 @@ func TestRenderPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 18 {
-		t.Errorf("%d files, want 18 (3 dialects × 2 versions × goose + up + down)", len(files))
+	if len(files) != 27 {
+		t.Errorf("%d files, want 27 (3 dialects × 3 versions × goose + up + down)", len(files))
 	}
 	for p, b := range files {
 		s := string(b)
@@ -193,12 +193,29 @@ func TestGooseBody(t *testing.T) {
 	}
 }
 
-func TestDownIsDerivedOnlyFromCreateTable(t *testing.T) {
+func TestDownIsDerivedOnlyFromCreateTableAndAddColumn(t *testing.T) {
 	d := sqliteDialect(t)
+	files := map[string][]byte{}
 	err := d.renderSources("fence_", []source{{Version: 1, Name: "x", From: "test",
-		SQL: "CREATE TABLE fence_a (x INT);\nALTER TABLE fence_a ADD COLUMN y INT;\n"}}, map[string][]byte{})
-	if err == nil || !strings.Contains(err.Error(), "cannot derive the Down") {
-		t.Errorf("an ALTER TABLE was accepted, err = %v", err)
+		SQL: "CREATE TABLE fence_a (x INT);\nALTER TABLE fence_a ADD COLUMN y INT DEFAULT (1), ADD COLUMN IF NOT EXISTS z INT;\n"}}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := string(files["golang-migrate/sqlite/0001_x.down.sql"])
+	want := "ALTER TABLE fence_a DROP COLUMN z;\nALTER TABLE fence_a DROP COLUMN y;\nDROP TABLE IF EXISTS fence_a;\n"
+	if !strings.Contains(down, want) {
+		t.Errorf("down:\n%s\nwant it to contain\n%s", down, want)
+	}
+	for _, bad := range []string{
+		"ALTER TABLE fence_a DROP COLUMN y;\n",
+		"ALTER TABLE fence_a ADD COLUMN y INT, DROP COLUMN x;\n",
+		"ALTER TABLE fence_a RENAME TO fence_b;\n",
+		"UPDATE fence_a SET x = 1;\n",
+	} {
+		err := d.renderSources("fence_", []source{{Version: 1, Name: "x", From: "test", SQL: "CREATE TABLE fence_a (x INT);\n" + bad}}, map[string][]byte{})
+		if err == nil || !strings.Contains(err.Error(), "cannot derive the Down") {
+			t.Errorf("%q was accepted, err = %v", bad, err)
+		}
 	}
 }
 

@@ -183,7 +183,7 @@ func (d dialect) renderSources(prefix string, srcs []source, files map[string][]
 		if m.spans, err = splitSQL(m.body, d.Name); err != nil {
 			return fmt.Errorf("%s: %w", src.From, err)
 		}
-		tables, err := createdTables(m.body, m.spans)
+		undo, err := undoStatements(m.body, m.spans)
 		if err != nil {
 			return fmt.Errorf("%s: %w", src.From, err)
 		}
@@ -192,8 +192,8 @@ func (d dialect) renderSources(prefix string, srcs []source, files map[string][]
 		} else {
 			m.down = append(m.down, fmt.Sprintf("DELETE FROM %sschema WHERE version = %d;", prefix, src.Version))
 		}
-		for _, t := range slices.Backward(tables) {
-			m.down = append(m.down, "DROP TABLE IF EXISTS "+t+";")
+		for _, u := range slices.Backward(undo) {
+			m.down = append(m.down, u)
 		}
 		if m.first {
 			m.down = append(m.down, "DROP TABLE IF EXISTS "+prefix+"schema;")
@@ -215,25 +215,69 @@ var (
 	createTable = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z0-9_]+)`)
 	// Objects that go away with their table, so Down need not drop them.
 	dependent = regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?(?:INDEX|TRIGGER)\s`)
+	// ALTER TABLE t ADD COLUMN c …[, ADD COLUMN d …]: nothing else may follow
+	// ALTER TABLE, so every clause must be an ADD COLUMN.
+	alterTable = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_]+)\s+(.*)$`)
+	addColumn  = regexp.MustCompile(`(?is)^ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z0-9_]+)\s`)
 )
 
-// createdTables returns the tables the statements create, in order. Down is
-// derived from it, so any statement whose undo is not "drop the table" is
-// refused rather than left behind by a Down.
-func createdTables(text string, spans []span) ([]string, error) {
+// undoStatements returns, for each statement in order, the statements that
+// undo it: DROP TABLE for CREATE TABLE, DROP COLUMN for ADD COLUMN. Down runs
+// them backwards. A statement whose undo is not one of those is refused
+// rather than left behind by a Down.
+func undoStatements(text string, spans []span) ([]string, error) {
 	var out []string
 	for _, s := range spans {
 		st := text[s.start:s.end]
 		if m := createTable.FindStringSubmatch(st); m != nil {
-			out = append(out, m[1])
+			out = append(out, "DROP TABLE IF EXISTS "+m[1]+";")
 			continue
 		}
 		if dependent.MatchString(st) {
 			continue
 		}
-		return nil, fmt.Errorf("cannot derive the Down migration of %q: genmigrations reverses only CREATE TABLE (with its indexes and triggers); teach it this statement", clip(st))
+		if m := alterTable.FindStringSubmatch(strings.TrimSuffix(strings.TrimSpace(st), ";")); m != nil {
+			cols, ok := addedColumns(m[2])
+			if ok {
+				for _, c := range cols {
+					out = append(out, "ALTER TABLE "+m[1]+" DROP COLUMN "+c+";")
+				}
+				continue
+			}
+		}
+		return nil, fmt.Errorf("cannot derive the Down migration of %q: genmigrations reverses only CREATE TABLE (with its indexes and triggers) and ALTER TABLE … ADD COLUMN; teach it this statement", clip(st))
 	}
 	return out, nil
+}
+
+// addedColumns splits the clauses of an ALTER TABLE at top-level commas and
+// returns the column each ADD COLUMN adds; ok is false if any clause is
+// something else.
+func addedColumns(clauses string) (cols []string, ok bool) {
+	depth, start := 0, 0
+	var parts []string
+	for i, c := range clauses {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				parts = append(parts, clauses[start:i])
+				start = i + 1
+			}
+		}
+	}
+	parts = append(parts, clauses[start:])
+	for _, p := range parts {
+		m := addColumn.FindStringSubmatch(strings.TrimSpace(p) + " ")
+		if m == nil {
+			return nil, false
+		}
+		cols = append(cols, m[1])
+	}
+	return cols, true
 }
 
 func clip(s string) string {
