@@ -287,6 +287,10 @@ type RunFilter struct {
 	Lease  string
 	Status RunStatus
 	Limit  int // 0: no limit
+	// Before keeps only runs whose ID is below it (0: no bound). Run IDs
+	// grow with each start, so the last ID of one page is the cursor of the
+	// next: Runs(ctx, RunFilter{Limit: 50, Before: page[49].ID}).
+	Before int64
 }
 
 // Runs lists runs newest first.
@@ -304,7 +308,10 @@ func (s *Store) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	if f.Limit < 0 {
 		return nil, fmt.Errorf("%w: negative limit %d", ErrInvalid, f.Limit)
 	}
-	rs, err := s.drv.RunList(ctx, driver.RunFilter{Lease: f.Lease, Status: string(f.Status), Limit: f.Limit})
+	if f.Before < 0 {
+		return nil, fmt.Errorf("%w: negative run ID %d as a cursor", ErrInvalid, f.Before)
+	}
+	rs, err := s.drv.RunList(ctx, driver.RunFilter{Lease: f.Lease, Status: string(f.Status), Limit: f.Limit, Before: f.Before})
 	if err != nil {
 		return nil, s.wrap("list runs", "", err)
 	}

@@ -97,7 +97,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 	if limit <= 0 {
 		limit = math.MaxInt64 // MySQL has no "LIMIT ALL"
 	}
-	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Lease, f.Status, f.Status, limit)
+	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Lease, f.Status, f.Status, max(f.Before, 0), max(f.Before, 0), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -73,7 +73,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 	if f.Limit > 0 {
 		limit = int64(f.Limit)
 	}
-	rows, err := d.c.query(ctx, d.q.runList, f.Lease, f.Status, limit)
+	rows, err := d.c.query(ctx, d.q.runList, f.Lease, f.Status, limit, max(f.Before, 0))
 	if err != nil {
 		return nil, err
 	}

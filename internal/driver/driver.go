@@ -118,6 +118,15 @@ type RunFilter struct {
 	Lease  string
 	Status string
 	Limit  int
+	// Before, when above 0, keeps runs whose ID is below it: the cursor of
+	// the next page, newest first.
+	Before int64
+}
+
+// LeaseFilter selects one page of leases, ordered by name.
+type LeaseFilter struct {
+	After string // only names after this one ("" from the start)
+	Limit int    // 0: no limit
 }
 
 // Driver is implemented by each database package.
@@ -139,8 +148,9 @@ type Driver interface {
 	LeaseRelease(ctx context.Context, t TokenParams) (bool, error)
 	LeaseIsHeld(ctx context.Context, t TokenParams) (bool, error)
 	LeaseGet(ctx context.Context, name string) (Lease, bool, error)
-	// LeaseList returns every lease row ordered by name, and the database now.
-	LeaseList(ctx context.Context) ([]Lease, int64, error)
+	// LeaseList returns the lease rows f selects ordered by name, and the
+	// database now.
+	LeaseList(ctx context.Context, f LeaseFilter) ([]Lease, int64, error)
 	// LeaseRevoke bumps the fence of an existing lease and clears its owner.
 	// ok is false when there is no such lease.
 	LeaseRevoke(ctx context.Context, name string) (newFence int64, ok bool, err error)
