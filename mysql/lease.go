@@ -1,11 +1,11 @@
 package mysql
 
 import (
-	"math"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/fencekit/fence/internal/driver"
