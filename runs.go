@@ -116,7 +116,11 @@ type Outcome struct {
 // the connection fails before the answer, FinishRun reads the run (within
 // ctx's deadline) and returns nil if the completion is there; only if the
 // run cannot tell (it is still running, or cannot be read) is the error
-// ErrAmbiguous. A run that ended otherwise gives ErrLost.
+// ErrAmbiguous. A run that ended otherwise gives ErrLost. A refused
+// completion of a run that a newer generation's StartRun marked abandoned
+// moves the run's end to now (once), with "; completion refused" added to
+// its error: the ledger then shows how long the stale run overlapped its
+// successor.
 func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (err error) {
 	ctx, done := s.observe(ctx, OpFinishRun, t.Lease)
 	defer func() {
@@ -175,6 +179,11 @@ func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (er
 		// earlier call of ours was accepted.
 		return nil
 	case r.Status != driver.RunRunning:
+		if r.Status == driver.RunAbandoned && r.Owner == t.Owner {
+			// The run went on after its successor started; the ledger
+			// keeps when it really ended, so the overlap shows.
+			_, _ = s.drv.RunRefused(rctx, id, t.Fence)
+		}
 		le := s.lost(rctx, t, "finish run").(*LostError)
 		return fmt.Errorf("%w (run %d is already %s)", le, id, r.Status)
 	}

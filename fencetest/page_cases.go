@@ -1,7 +1,9 @@
 package fencetest
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fencekit/fence"
@@ -11,6 +13,7 @@ func pageCases() []suiteCase {
 	return []suiteCase{
 		{"ListPageWalksEveryLeaseByName", listPage},
 		{"RunsBeforePagesNewestFirst", runsBefore},
+		{"RefusedCompletionOfAbandonedRunKeepsItsEnd", refusedAbandoned},
 	}
 }
 
@@ -128,5 +131,68 @@ func runsBefore(t *testing.T, b Backend) {
 	}
 	if _, err := s.Runs(ctx, fence.RunFilter{Before: -1}); err == nil {
 		t.Error("Runs accepted a negative cursor")
+	}
+}
+
+// refusedAbandoned: the incident fence exists for. A's run is still going
+// when the lease is revoked and B takes over, starts (abandoning A's run)
+// and finishes; A's completion is refused, and the ledger keeps when A
+// really ended — after B started — once, without changing its status.
+func refusedAbandoned(t *testing.T, b Backend) {
+	s := b.Open(t, prefix())
+	ctx := ctxT(t)
+	a := mustAcquire(t, s, "job", long)
+	ra, err := s.StartRun(ctx, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revoke(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	bt := mustAcquire(t, s, "job", long)
+	rb, err := s.StartRun(ctx, bt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, bt, rb, fence.Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	runB, err := s.GetRun(ctx, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A's worker reports only once the database clock has moved past B's
+	// end, so that the overlap is visible at millisecond resolution.
+	for {
+		now, err := s.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.After(runB.FinishedAt) {
+			break
+		}
+	}
+	if err := s.FinishRun(ctx, a, ra, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+		t.Fatalf("A's completion after the takeover: %v, want ErrLost", err)
+	}
+	runA, err := s.GetRun(ctx, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runA.Status != fence.RunAbandoned || !strings.HasSuffix(runA.Error, "; completion refused") {
+		t.Fatalf("A's run after its refused completion: %s %q, want abandoned ending in \"; completion refused\"", runA.Status, runA.Error)
+	}
+	if !runA.FinishedAt.After(runB.FinishedAt) {
+		t.Fatalf("A's run ends at %v, not after B's end %v: the overlap is lost", runA.FinishedAt, runB.FinishedAt)
+	}
+	if err := s.FinishRun(ctx, a, ra, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+		t.Fatalf("A's retried completion: %v, want ErrLost", err)
+	}
+	again, err := s.GetRun(ctx, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.FinishedAt.Equal(runA.FinishedAt) || again.Error != runA.Error {
+		t.Errorf("a retried refused completion changed the run: %v %q, was %v %q", again.FinishedAt, again.Error, runA.FinishedAt, runA.Error)
 	}
 }

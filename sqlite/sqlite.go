@@ -447,6 +447,11 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return d.execOne(ctx, "run_mark_lost", id, fence, reason)
 }
 
+// RunRefused ends an abandoned run now, once.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
+	return d.execOne(ctx, "run_refused", id, fence)
+}
+
 // RunSweep marks running runs of invalid generations lost.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
 	res, err := d.db.ExecContext(ctx, d.q["run_sweep"])
