@@ -84,10 +84,10 @@ type handler struct {
 	runLimit int
 	// leaseLimit is the leases of one page.
 	leaseLimit int
-	refresh  time.Duration
-	timeout  time.Duration
-	log      *slog.Logger
-	mux      *http.ServeMux
+	refresh    time.Duration
+	timeout    time.Duration
+	log        *slog.Logger
+	mux        *http.ServeMux
 }
 
 // Handler returns the operations page and its endpoints for store.

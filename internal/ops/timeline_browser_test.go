@@ -119,7 +119,9 @@ func stageTakeover(t *testing.T, s *fence.Store) takeover {
 // with B, the takeover mark, and status colours that differ.
 func checkTimeline(t *testing.T, ctx context.Context, x takeover, how string) {
 	t.Helper()
-	bar := func(id int64) string { return fmt.Sprintf(`document.querySelector('#timeline rect.bar[data-run="%d"]')`, id) }
+	bar := func(id int64) string {
+		return fmt.Sprintf(`document.querySelector('#timeline rect.bar[data-run="%d"]')`, id)
+	}
 	runs := append(append([]int64{}, x.earlier...), x.failed, x.runA, x.runB, x.runC)
 	if n := eval[int](t, ctx, `document.querySelectorAll("#timeline rect.bar").length`); n != len(runs) {
 		t.Errorf("%s: %d bars, want %d (one per run)", how, n, len(runs))
