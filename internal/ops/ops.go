@@ -157,29 +157,30 @@ func params(r *http.Request, def int) (lease, after string, before int64, limit 
 	lease, after = q.Get("lease"), q.Get("after")
 	for k, v := range map[string]string{"lease": lease, "after": after} {
 		if v != "" && fence.ValidateName(v) != nil {
-			return "", "", 0, 0, badRequest{fmt.Sprintf("%s=%s is not a lease name", k, strconv.QuoteToASCII(clip(v)))}
+			return "", "", 0, 0, badRequest{fmt.Sprintf("%s=%s is not a lease name", k, quote(v))}
 		}
 	}
 	if v := q.Get("before"); v != "" {
-		if before, err = strconv.ParseInt(v, 10, 64); err != nil || before <= 0 {
-			return "", "", 0, 0, badRequest{fmt.Sprintf("before=%s is not a run ID (a positive integer)", strconv.QuoteToASCII(clip(v)))}
+		if before, err = strconv.ParseInt(v, 10, 64); err != nil || before < 0 {
+			return "", "", 0, 0, badRequest{fmt.Sprintf("before=%s is not a run ID (a positive integer; 0 for the newest)", quote(v))}
 		}
 	}
 	limit = def
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > MaxPage {
-			return "", "", 0, 0, badRequest{fmt.Sprintf("limit=%s is not between 1 and %d", strconv.QuoteToASCII(clip(v)), MaxPage)}
+			return "", "", 0, 0, badRequest{fmt.Sprintf("limit=%s is not between 1 and %d", quote(v), MaxPage)}
 		}
 	}
 	return lease, after, before, limit, nil
 }
 
-// clip shortens a refused parameter for its error message.
-func clip(s string) string {
+// quote is a refused parameter for its error message: clipped, quoted in
+// ASCII, and without a character that is markup anywhere.
+func quote(s string) string {
 	if len(s) > 64 {
-		return s[:64] + "…"
+		s = s[:64] + "…"
 	}
-	return s
+	return strings.NewReplacer("<", `\x3c`, ">", `\x3e`, "&", `\x26`).Replace(strconv.QuoteToASCII(s))
 }
 
 // apiLeases is one page of leases by name (?after=NAME&limit=N), or one
