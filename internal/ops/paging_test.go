@@ -126,7 +126,7 @@ func TestPaging(t *testing.T) {
 		_, page = get(t, srv.URL+"/?after=job-02&before="+strconv.FormatInt(runs[2], 10))
 		for _, want := range []string{`data-lease="job-03"`, `data-run="` + strconv.FormatInt(runs[3], 10) + `"`,
 			`href="?before=` + strconv.FormatInt(runs[2], 10) + `"`, // first leases, same runs
-			`href="?after=job-02"`,                                   // newest runs, same leases
+			`href="?after=job-02"`, // newest runs, same leases
 			`data-leases-url="api/leases?after=job-02&amp;limit=3"`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the second page lacks %s", want)
