@@ -331,7 +331,7 @@ func oneRequest(c net.Conn) error {
 	case http.StatusServiceUnavailable:
 		return errBusy
 	}
-	return fmt.Errorf("healthz: %s", resp.Status)
+	return fmt.Errorf("GET /idle: %s, want 404", resp.Status)
 }
 
 var errBusy = errors.New("503: busy")
