@@ -116,7 +116,11 @@ type Outcome struct {
 // the connection fails before the answer, FinishRun reads the run (within
 // ctx's deadline) and returns nil if the completion is there; only if the
 // run cannot tell (it is still running, or cannot be read) is the error
-// ErrAmbiguous. A run that ended otherwise gives ErrLost.
+// ErrAmbiguous. A run that ended otherwise gives ErrLost. A refused
+// completion of a run that a newer generation's StartRun marked abandoned
+// moves the run's end to now (once), with "; completion refused" added to
+// its error: the ledger then shows how long the stale run overlapped its
+// successor.
 func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (err error) {
 	ctx, done := s.observe(ctx, OpFinishRun, t.Lease)
 	defer func() {
@@ -175,6 +179,11 @@ func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (er
 		// earlier call of ours was accepted.
 		return nil
 	case r.Status != driver.RunRunning:
+		if r.Status == driver.RunAbandoned && r.Owner == t.Owner {
+			// The run went on after its successor started; the ledger
+			// keeps when it really ended, so the overlap shows.
+			_, _ = s.drv.RunRefused(rctx, id, t.Fence)
+		}
 		le := s.lost(rctx, t, "finish run").(*LostError)
 		return fmt.Errorf("%w (run %d is already %s)", le, id, r.Status)
 	}
@@ -287,6 +296,10 @@ type RunFilter struct {
 	Lease  string
 	Status RunStatus
 	Limit  int // 0: no limit
+	// Before keeps only runs whose ID is below it (0: no bound). Run IDs
+	// grow with each start, so the last ID of one page is the cursor of the
+	// next: Runs(ctx, RunFilter{Limit: 50, Before: page[49].ID}).
+	Before int64
 }
 
 // Runs lists runs newest first.
@@ -304,7 +317,10 @@ func (s *Store) Runs(ctx context.Context, f RunFilter) ([]RunInfo, error) {
 	if f.Limit < 0 {
 		return nil, fmt.Errorf("%w: negative limit %d", ErrInvalid, f.Limit)
 	}
-	rs, err := s.drv.RunList(ctx, driver.RunFilter{Lease: f.Lease, Status: string(f.Status), Limit: f.Limit})
+	if f.Before < 0 {
+		return nil, fmt.Errorf("%w: negative run ID %d as a cursor", ErrInvalid, f.Before)
+	}
+	rs, err := s.drv.RunList(ctx, driver.RunFilter{Lease: f.Lease, Status: string(f.Status), Limit: f.Limit, Before: f.Before})
 	if err != nil {
 		return nil, s.wrap("list runs", "", err)
 	}

@@ -690,17 +690,37 @@ func (s *Store) Get(ctx context.Context, name string) (LeaseInfo, error) {
 	return info(l), nil
 }
 
-// List returns every lease, ordered by name.
+// List returns every lease, ordered by name. ListPage reads a large table
+// a page at a time.
 func (s *Store) List(ctx context.Context) ([]LeaseInfo, error) {
-	ls, _, err := s.drv.LeaseList(ctx)
+	out, _, err := s.ListPage(ctx, LeaseFilter{})
+	return out, err
+}
+
+// LeaseFilter selects one page of leases for ListPage.
+type LeaseFilter struct {
+	// After keeps only names after it, byte-wise ("" from the start): the
+	// last name of one page is the cursor of the next.
+	After string
+	Limit int // 0: no limit
+}
+
+// ListPage returns the leases f selects, ordered by name byte-wise, and the
+// database clock they were judged against (also in each LeaseInfo.DBNow,
+// but here even for an empty page).
+func (s *Store) ListPage(ctx context.Context, f LeaseFilter) ([]LeaseInfo, time.Time, error) {
+	if f.Limit < 0 {
+		return nil, time.Time{}, fmt.Errorf("%w: negative limit %d", ErrInvalid, f.Limit)
+	}
+	ls, now, err := s.drv.LeaseList(ctx, driver.LeaseFilter{After: f.After, Limit: f.Limit})
 	if err != nil {
-		return nil, s.wrap("list", "", err)
+		return nil, time.Time{}, s.wrap("list", "", err)
 	}
 	out := make([]LeaseInfo, len(ls))
 	for i, l := range ls {
 		out[i] = info(l)
 	}
-	return out, nil
+	return out, time.UnixMilli(now), nil
 }
 
 // Revoke force-releases a lease: it bumps the fence and clears the owner, so

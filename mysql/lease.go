@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/fencekit/fence/internal/driver"
@@ -300,9 +301,13 @@ func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool,
 	return l, err == nil, err
 }
 
-// LeaseList reads every lease row, ordered by name byte-wise.
-func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
-	rows, err := d.db.QueryContext(ctx, d.q["lease_list"])
+// LeaseList reads one page of lease rows, ordered by name byte-wise.
+func (d *Driver) LeaseList(ctx context.Context, f driver.LeaseFilter) ([]driver.Lease, int64, error) {
+	limit := int64(f.Limit)
+	if limit <= 0 {
+		limit = math.MaxInt64 // MySQL has no "LIMIT ALL"
+	}
+	rows, err := d.db.QueryContext(ctx, d.q["lease_list"], f.After, limit)
 	if err != nil {
 		return nil, 0, err
 	}

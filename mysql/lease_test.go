@@ -239,7 +239,7 @@ func TestLeaseNamesAreBytes(t *testing.T) {
 				t.Errorf("%q: reads back as %+v %v %v, want fence %d (collided with another name)", n, l, ok, err, tok.Fence)
 			}
 		}
-		ls, _, err := d.LeaseList(ctxT(t))
+		ls, _, err := d.LeaseList(ctxT(t), driver.LeaseFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}

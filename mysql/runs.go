@@ -64,6 +64,11 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return d.execOne(ctx, d.q["run_mark_lost"], reason, id, fence)
 }
 
+// RunRefused ends an abandoned run now, once.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
+	return d.execOne(ctx, d.q["run_refused"], id, fence)
+}
+
 // RunPrune deletes finished runs older than the retention.
 func (d *Driver) RunPrune(ctx context.Context, lease string, olderThanMs int64) (int64, error) {
 	res, err := d.exec(ctx, d.q["run_prune"], olderThanMs, lease, lease)
@@ -97,7 +102,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 	if limit <= 0 {
 		limit = math.MaxInt64 // MySQL has no "LIMIT ALL"
 	}
-	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Lease, f.Status, f.Status, limit)
+	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Lease, f.Status, f.Status, max(f.Before, 0), max(f.Before, 0), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -124,10 +124,14 @@ func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool,
 	return l, true, nil
 }
 
-// LeaseList returns every lease ordered by name (byte-wise), and the instant
-// they were all judged against.
-func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
-	rows, err := d.c.query(ctx, d.q.list)
+// LeaseList returns the leases f selects ordered by name (byte-wise), and
+// the instant they were all judged against.
+func (d *Driver) LeaseList(ctx context.Context, f driver.LeaseFilter) ([]driver.Lease, int64, error) {
+	var limit any
+	if f.Limit > 0 {
+		limit = int64(f.Limit)
+	}
+	rows, err := d.c.query(ctx, d.q.list, f.After, limit)
 	if err != nil {
 		return nil, 0, err
 	}

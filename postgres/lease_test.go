@@ -339,7 +339,7 @@ func TestGetAndList(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := newDriver(t)
-	if ls, now, err := d.LeaseList(ctx); err != nil || len(ls) != 0 || now <= 0 {
+	if ls, now, err := d.LeaseList(ctx, driver.LeaseFilter{}); err != nil || len(ls) != 0 || now <= 0 {
 		t.Fatalf("empty list = %v, %d, %v", ls, now, err)
 	}
 	if _, ok, err := d.LeaseGet(ctx, "absent"); err != nil || ok {
@@ -350,7 +350,7 @@ func TestGetAndList(t *testing.T) {
 	for _, n := range names {
 		acquire(t, d, n, time.Minute)
 	}
-	ls, now, err := d.LeaseList(ctx)
+	ls, now, err := d.LeaseList(ctx, driver.LeaseFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,12 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return n == 1, err
 }
 
+// RunRefused ends an abandoned run now, once.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
+	n, err := d.c.exec(ctx, d.q.runRefused, id, fence)
+	return n == 1, err
+}
+
 // RunSweep marks lost the running runs whose lease generation is no longer
 // valid, and returns how many.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
@@ -73,7 +79,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 	if f.Limit > 0 {
 		limit = int64(f.Limit)
 	}
-	rows, err := d.c.query(ctx, d.q.runList, f.Lease, f.Status, limit)
+	rows, err := d.c.query(ctx, d.q.runList, f.Lease, f.Status, limit, max(f.Before, 0))
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func renderMigrations(prefix string) ([]Migration, error) {
 type statements struct {
 	acquire, renew, renewBatch, release, isHeld, get, list, revoke, raise, now, lockTx string
 
-	runStart, runFinish, runMarkLost, runSweep, runPrune, runGet, runList string
+	runStart, runFinish, runMarkLost, runRefused, runSweep, runPrune, runGet, runList string
 
 	schemaLock, schemaCreate, schemaVersion, schemaRecord, dropTables string
 
@@ -132,6 +132,7 @@ func loadStatements(prefix string) (*statements, error) {
 		{"run_start", &s.runStart},
 		{"run_finish", &s.runFinish},
 		{"run_mark_lost", &s.runMarkLost},
+		{"run_refused", &s.runRefused},
 		{"run_sweep", &s.runSweep},
 		{"run_prune", &s.runPrune},
 		{"run_get", &s.runGet},

@@ -359,9 +359,13 @@ func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool,
 	return l, err == nil, err
 }
 
-// LeaseList reads every lease row.
-func (d *Driver) LeaseList(ctx context.Context) ([]driver.Lease, int64, error) {
-	rows, err := d.db.QueryContext(ctx, d.q["lease_list"])
+// LeaseList reads one page of lease rows by name.
+func (d *Driver) LeaseList(ctx context.Context, f driver.LeaseFilter) ([]driver.Lease, int64, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := d.db.QueryContext(ctx, d.q["lease_list"], f.After, limit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -443,6 +447,11 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return d.execOne(ctx, "run_mark_lost", id, fence, reason)
 }
 
+// RunRefused ends an abandoned run now, once.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
+	return d.execOne(ctx, "run_refused", id, fence)
+}
+
 // RunSweep marks running runs of invalid generations lost.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
 	res, err := d.db.ExecContext(ctx, d.q["run_sweep"])
@@ -476,7 +485,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Status, limit)
+	rows, err := d.db.QueryContext(ctx, d.q["run_list"], f.Lease, f.Status, limit, max(f.Before, 0))
 	if err != nil {
 		return nil, err
 	}

@@ -19,14 +19,20 @@ import (
 )
 
 const serveLong = `Serve a read-only operations page on --addr: the leases (holder, fence, time
-left by the database clock), recent runs with status and duration, and stale
-rejections (runs marked lost or abandoned, with the reason). The page
-refreshes its tables every second and loads nothing from elsewhere.
+left by the database clock), a timeline of the runs per lease (bars by status
+labelled with their fence; a stale run still going after its successor
+started is hatched), recent runs with status and duration, and stale
+rejections (runs marked lost or abandoned, with the reason). ?lease=NAME
+shows one lease. Leases and runs come 50 at a time, with links to the next
+ones. The page refreshes every second, fetching only what changed, reads the
+same without JavaScript, and loads nothing from elsewhere.
 
 Also served: /healthz (200 "ok" while the database answers, else 503
 "database unavailable"; the reason goes to the log), /metrics (Prometheus:
 this process's Go runtime; lease metrics belong to the processes that hold
-leases, see 'fence run --metrics-addr'), /api/leases and /api/runs (JSON).
+leases, see 'fence run --metrics-addr'), /api/leases and /api/runs (JSON,
+paged: ?limit= up to 500, ?after=NAME, ?before=RUN_ID; an ETag makes an
+unchanged refresh a 304 without a body), /api/timeline (SVG).
 Owner tokens are shown by their first 8 characters only: the full token and
 the fence would let anyone act as the holder.
 
@@ -115,6 +121,9 @@ func (a *app) serveCmd() *cobra.Command {
 			"  fence serve --addr 0.0.0.0:8080 --token-file /etc/fence/serve.token --dsn postgres://app@db:5432/app",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lim.idle < time.Second {
+				return usagef("e.g. --idle-timeout 30s", "--idle-timeout %v is below 1s", lim.idle)
+			}
 			token, err := a.serveToken(tokenFile)
 			if err != nil {
 				return err
@@ -163,5 +172,6 @@ func (a *app) serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the bearer token from `file` (default: $FENCE_SERVE_TOKEN)")
 	cmd.Flags().IntVar(&lim.conns, "max-conns", lim.conns, "most open connections")
 	cmd.Flags().IntVar(&lim.requests, "max-requests", lim.requests, "most requests served at once; more get 503")
+	cmd.Flags().DurationVar(&lim.idle, "idle-timeout", lim.idle, "close a keep-alive connection idle this `long` (keep it above a proxy's own)")
 	return cmd
 }

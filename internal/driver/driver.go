@@ -118,6 +118,15 @@ type RunFilter struct {
 	Lease  string
 	Status string
 	Limit  int
+	// Before, when above 0, keeps runs whose ID is below it: the cursor of
+	// the next page, newest first.
+	Before int64
+}
+
+// LeaseFilter selects one page of leases, ordered by name.
+type LeaseFilter struct {
+	After string // only names after this one ("" from the start)
+	Limit int    // 0: no limit
 }
 
 // Driver is implemented by each database package.
@@ -139,8 +148,9 @@ type Driver interface {
 	LeaseRelease(ctx context.Context, t TokenParams) (bool, error)
 	LeaseIsHeld(ctx context.Context, t TokenParams) (bool, error)
 	LeaseGet(ctx context.Context, name string) (Lease, bool, error)
-	// LeaseList returns every lease row ordered by name, and the database now.
-	LeaseList(ctx context.Context) ([]Lease, int64, error)
+	// LeaseList returns the lease rows f selects ordered by name, and the
+	// database now.
+	LeaseList(ctx context.Context, f LeaseFilter) ([]Lease, int64, error)
 	// LeaseRevoke bumps the fence of an existing lease and clears its owner.
 	// ok is false when there is no such lease.
 	LeaseRevoke(ctx context.Context, name string) (newFence int64, ok bool, err error)
@@ -176,6 +186,10 @@ type Driver interface {
 	RunFinish(ctx context.Context, p FinishRunParams) (bool, error)
 	// RunMarkLost marks a still-running run lost.
 	RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error)
+	// RunRefused ends an abandoned run of fence now (its worker reported
+	// its end after a newer generation took over), once; ok is false when
+	// it changed nothing.
+	RunRefused(ctx context.Context, id, fence int64) (bool, error)
 	// RunSweep marks running runs whose lease generation is no longer valid lost.
 	RunSweep(ctx context.Context) (int64, error)
 	// RunPrune deletes finished (not running) runs of lease ("" for all)

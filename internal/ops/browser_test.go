@@ -24,8 +24,9 @@ import (
 const chromium = "/usr/bin/chromium"
 
 // browserTimeout bounds a whole browser test: start, every wait, and the
-// browser's shutdown.
-const browserTimeout = 30 * time.Second
+// browser's shutdown. Generous: the machine may be loaded, and the tests
+// run one database at a time (see eachSerial).
+const browserTimeout = 90 * time.Second
 
 // browser starts a headless Chromium for t and returns a context for its
 // first tab. The browser, its processes and its profile directory are gone
@@ -137,7 +138,15 @@ func leaseCell(name, cls string) string {
 
 // waitTimeout bounds one wait for the page, leaving time within
 // browserTimeout to report what the page shows instead.
-const waitTimeout = 15 * time.Second
+const waitTimeout = 30 * time.Second
+
+// eachSerial runs fn per database, one after the other: three browsers at
+// once on a small loaded machine make every wait a guess.
+func eachSerial(t *testing.T, fn func(t *testing.T, b teststore.Backend)) {
+	for _, b := range teststore.Backends {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
+	}
+}
 
 // waitFor polls expr until it evaluates to want, for at most waitTimeout.
 func waitFor(t *testing.T, ctx context.Context, what, expr, want string) {
@@ -146,7 +155,8 @@ func waitFor(t *testing.T, ctx context.Context, what, expr, want string) {
 		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitTimeout)))
 	if err != nil {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		t.Fatalf("waiting for %s to be %q (it is %q): %v", what, want, got, err)
+		st, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("status").textContent`))
+		t.Fatalf("waiting for %s to be %q (it is %q; the page's status: %q): %v", what, want, got, st, err)
 	}
 }
 
@@ -164,7 +174,7 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // a reload, shows the new fence and holder, and the previous owner's run as
 // abandoned. A second tab with JavaScript disabled shows the same state.
 func TestBrowserShowsTakeover(t *testing.T) {
-	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+	eachSerial(t, func(t *testing.T, b teststore.Backend) {
 		s := b.Open(t)
 		ctx := context.Background()
 		const name = "nightly-report"

@@ -133,10 +133,10 @@ func TestPage(t *testing.T) {
 
 		leases := section(t, page, "leases")
 		escaped := `&lt;script&gt;window.pwned=1&lt;/script&gt;&lt;img src=x onerror=&#34;window.pwned=2&#34;&gt;&amp;amp;&#39;`
-		if !strings.Contains(leases, `<td class="name">`+escaped+`</td>`) {
+		if !strings.Contains(leases, `<td class="name"><a href="?lease=%3cscript%3ewindow.pwned%3d1%3c%2fscript%3e%3cimg%20src%3dx%20onerror%3d%22window.pwned%3d2%22%3e%26amp%3b%27">`+escaped+`</a></td>`) {
 			t.Errorf("the hostile lease name is not shown escaped:\n%s", leases)
 		}
-		row := `<tr data-lease="nightly-report"><td class="name">nightly-report</td><td class="state held">held</td>` +
+		row := `<tr data-lease="nightly-report"><td class="name"><a href="?lease=nightly-report">nightly-report</a></td><td class="state held">held</td>` +
 			`<td class="owner">` + f.job.Token.Owner[:8] + `</td>` +
 			`<td class="fence num">` + spans(f.job.Token.Fence) + `</td>`
 		if !strings.Contains(leases, row) {
@@ -366,7 +366,7 @@ func TestMountedUnderPath(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, page := get(t, srv.URL+"/ops/")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `get("api/leases")`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `data-leases-url="api/leases?limit=50"`) || !strings.Contains(page, `data-timeline-url="api/timeline?limit=50"`) {
 		t.Fatalf("GET /ops/ = %s, or the script does not fetch relative to the page", resp.Status)
 	}
 	if resp, _ := get(t, srv.URL+"/ops/api/leases"); resp.StatusCode != http.StatusOK {

@@ -2,20 +2,30 @@ package ops
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fencekit/fence"
 )
 
 //go:embed page.html
 var pageHTML string
 
 // pageTmpl is html/template, so every value is escaped for where it lands
-// (text, attribute, class); the script inserts values as text only.
+// (text, attribute, class, URL); the script inserts values as text only.
+// The timeline is the one piece of markup built elsewhere (timeline.go,
+// which escapes every value it writes).
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{"groups": digitGroups}).Parse(pageHTML))
+
+// timelineRows is the most leases the overview's timeline draws; a lease's
+// own view draws one.
+const timelineRows = 8
 
 // digitGroups splits a fence into groups of three digits from the right.
 // Fences start at the database clock in microseconds (16 digits); the page
@@ -42,25 +52,93 @@ type pageData struct {
 	Nonce           string
 	Dialect, Prefix string
 	RefreshMs       int64
-	Leases          leasesView
-	Runs            runsView
-	Err             string
+	// Lease is the lease of a per-lease view, "" on the overview.
+	Lease    string
+	Leases   leasesView
+	Runs     runsView
+	Timeline template.HTML
+	// The endpoints the script refreshes from, for what this page shows.
+	LeasesURL, RunsURL, TimelineURL string
+	// Paging links, "" when there is nowhere to go.
+	NextLeases, FirstLeases, OlderRuns, NewestRuns string
+	Err                                            string
 }
 
+// link is "?"+the query of v, or "?" when v is empty (the overview).
+func link(v url.Values) string { return "?" + v.Encode() }
+
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	lease, after, before, _, err := params(r, h.runLimit)
+	if err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := pageData{Nonce: nonce(), Dialect: string(h.store.Dialect()), Prefix: h.store.Prefix(),
-		RefreshMs: h.refresh.Milliseconds()}
-	var lerr, rerr error
-	d.Leases, lerr = h.leases(ctx)
-	d.Runs, rerr = h.runs(ctx)
+		RefreshMs: h.refresh.Milliseconds(), Lease: lease}
+	var lerr, rerr, terr error
+	d.Leases, lerr = h.leases(ctx, leaseQuery{lease: lease, after: after, limit: h.leaseLimit})
+	rq := runQuery{lease: lease, before: before, limit: h.runLimit}
+	d.Runs, rerr = h.runs(ctx, rq)
+	if rerr == nil {
+		var svg string
+		svg, terr = h.drawTimeline(ctx, d.Runs, lease)
+		// timeline escapes every value it writes. Inline SVG needs no
+		// namespace declaration, and the page names no other origin.
+		d.Timeline = template.HTML(strings.Replace(svg, ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
+	}
 	status := http.StatusOK
-	if err := errors.Join(lerr, rerr); err != nil {
+	if err := errors.Join(lerr, rerr, terr); err != nil {
 		h.failed(r, "page", err)
 		d.Err = "The database did not answer (" + unavailable + "); the server's log has the detail."
 		status = http.StatusServiceUnavailable
 	}
+
+	// The endpoints and links keep what the page shows: its lease, its
+	// page of leases, its page of runs.
+	lv, rv := url.Values{}, url.Values{}
+	if lease != "" {
+		lv.Set("lease", lease)
+		rv.Set("lease", lease)
+	} else {
+		if after != "" {
+			lv.Set("after", after)
+		}
+		lv.Set("limit", strconv.Itoa(h.leaseLimit))
+	}
+	if before > 0 {
+		rv.Set("before", strconv.FormatInt(before, 10))
+	}
+	rv.Set("limit", strconv.Itoa(h.runLimit))
+	d.LeasesURL, d.RunsURL, d.TimelineURL = "api/leases"+link(lv), "api/runs"+link(rv), "api/timeline"+link(rv)
+
+	here := func(edit func(url.Values)) string {
+		v := url.Values{}
+		for k, x := range map[string]string{"lease": lease, "after": after} {
+			if x != "" {
+				v.Set(k, x)
+			}
+		}
+		if before > 0 {
+			v.Set("before", strconv.FormatInt(before, 10))
+		}
+		edit(v)
+		return link(v)
+	}
+	if d.Leases.Next != "" {
+		d.NextLeases = here(func(v url.Values) { v.Set("after", d.Leases.Next) })
+	}
+	if after != "" {
+		d.FirstLeases = here(func(v url.Values) { v.Del("after") })
+	}
+	if d.Runs.Next != 0 {
+		d.OlderRuns = here(func(v url.Values) { v.Set("before", strconv.FormatInt(d.Runs.Next, 10)) })
+	}
+	if before > 0 {
+		d.NewestRuns = here(func(v url.Values) { v.Del("before") })
+	}
+
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, d); err != nil {
 		h.failed(r, "page template", err)
@@ -74,4 +152,34 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		"'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// timeline renders the timeline of the runs q selects.
+func (h *handler) timeline(ctx context.Context, q runQuery) (string, error) {
+	v, err := h.runs(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	return h.drawTimeline(ctx, v, q.lease)
+}
+
+// drawTimeline draws v's runs, reading the current state of their leases
+// (at most timelineRows of them) for the revoke marks.
+func (h *handler) drawTimeline(ctx context.Context, v runsView, lease string) (string, error) {
+	leases := map[string]fence.LeaseInfo{}
+	for _, r := range v.infos {
+		if _, ok := leases[r.Lease]; ok || len(leases) >= timelineRows {
+			continue
+		}
+		l, err := h.store.Get(ctx, r.Lease)
+		if err != nil && !errors.Is(err, fence.ErrNotFound) {
+			return "", err
+		}
+		leases[r.Lease] = l
+	}
+	rows := timelineRows
+	if lease != "" {
+		rows = 1
+	}
+	return timeline(v.infos, v.now, leases, rows), nil
 }

@@ -3,6 +3,10 @@ package ops
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -13,22 +17,29 @@ import (
 // The views below are both the JSON of /api/leases and /api/runs and what
 // the page's template renders, so the page and its live updates cannot
 // disagree. Each carries display text computed here ("expires_in",
-// "duration", …) next to the raw values: the script only places text.
+// "duration", …) next to the raw values: the script only places text, and
+// recomputes the relative ones from the raw values and db_now.
 
-// leasesView is /api/leases.
+// leasesView is /api/leases: one page of leases by name.
 type leasesView struct {
 	DBNow  string      `json:"db_now"`
 	Leases []leaseView `json:"leases"`
+	// Next is the cursor of the next page (?after=NEXT), "" on the last.
+	Next string `json:"next"`
+	// version names the content apart from the clock (the ETag).
+	version string
 }
 
 type leaseView struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
-	// Owner is only the first 8 characters of the owner token, the same
-	// as OwnerShort: the full token and the fence are the holder's secret
-	// (with both, anyone could renew, release or write as the holder), and
-	// this page has readers who are not the holder. The field stays for
-	// the clients that read it.
+	// Holder is who holds the lease now, "" unless it is held: a released
+	// or expired lease has no holder, whatever its row still says. See
+	// holder for what identifies one.
+	Holder string `json:"holder"`
+	// Owner and OwnerShort are Holder under their former names, for the
+	// clients that read them. The full owner token is never served: with
+	// it and the fence, anyone could renew, release or write as the holder.
 	Owner      string `json:"owner"`
 	OwnerShort string `json:"owner_short"`
 	Fence      int64  `json:"fence"`
@@ -37,20 +48,28 @@ type leaseView struct {
 	// expired, null when released or revoked.
 	ExpiresInMs *int64 `json:"expires_in_ms"`
 	ExpiresIn   string `json:"expires_in"`
+	UpdatedAt   string `json:"updated_at"`
 }
 
-// runsView is /api/runs: recent runs, and the stale rejections among the
-// recent lost and abandoned ones.
+// runsView is /api/runs: one page of runs, newest first, and the stale
+// rejections among the same runs' filter.
 type runsView struct {
 	DBNow string    `json:"db_now"`
 	Runs  []runView `json:"runs"`
 	Stale []runView `json:"stale"`
+	// Next is the cursor of the next (older) page (?before=NEXT), 0 on the
+	// last.
+	Next    int64 `json:"next"`
+	version string
+	now     time.Time
+	infos   []fence.RunInfo // Runs as read and settled, for the timeline
 }
 
 type runView struct {
-	ID    int64  `json:"id"`
-	Lease string `json:"lease"`
-	Owner string `json:"owner"` // the 8-character prefix, as in leaseView
+	ID     int64  `json:"id"`
+	Lease  string `json:"lease"`
+	Holder string `json:"holder"` // see holder
+	Owner  string `json:"owner"`  // Holder, under its former name
 
 	OwnerShort string `json:"owner_short"`
 	Fence      int64  `json:"fence"`
@@ -67,29 +86,75 @@ type runView struct {
 	Error      string `json:"error"`
 }
 
-func (h *handler) leases(ctx context.Context) (leasesView, error) {
-	ls, err := h.store.List(ctx)
-	if err != nil {
-		return leasesView{Leases: []leaseView{}}, err
-	}
-	v := leasesView{Leases: make([]leaseView, len(ls))}
-	for i, l := range ls {
-		v.Leases[i] = leaseToView(l)
-		v.DBNow = stamp(l.DBNow)
-	}
-	if len(ls) == 0 {
-		now, err := h.store.Now(ctx)
+// holder is the holder identity the page shows for an owner token. The
+// full token is the holder's secret, and this page has readers who are not
+// the holder; its first 8 characters (32 bits) tell holders apart on the
+// page and are far too few to act as one. When leases and runs record a
+// holder name, this is the one place to return it instead.
+func holder(owner string) string { return short(owner) }
+
+// leaseQuery selects the leases of a page or an /api/leases request.
+type leaseQuery struct {
+	lease string // one lease by name; after and limit do not apply
+	after string
+	limit int
+}
+
+// runQuery selects the runs of a page or an /api/runs request.
+type runQuery struct {
+	lease  string
+	before int64
+	limit  int
+}
+
+func (h *handler) leases(ctx context.Context, q leaseQuery) (leasesView, error) {
+	v := leasesView{Leases: []leaseView{}}
+	var ls []fence.LeaseInfo
+	var now time.Time
+	if q.lease != "" {
+		l, err := h.store.Get(ctx, q.lease)
+		switch {
+		case err == nil:
+			ls, now = []fence.LeaseInfo{l}, l.DBNow
+		case errors.Is(err, fence.ErrNotFound):
+			if now, err = h.store.Now(ctx); err != nil {
+				return v, err
+			}
+		default:
+			return v, err
+		}
+	} else {
+		var err error
+		// One more than the page: whether there is a next page.
+		ls, now, err = h.store.ListPage(ctx, fence.LeaseFilter{After: q.after, Limit: q.limit + 1})
 		if err != nil {
 			return v, err
 		}
-		v.DBNow = stamp(now)
+		if len(ls) > q.limit {
+			ls = ls[:q.limit]
+			v.Next = ls[len(ls)-1].Name
+		}
 	}
+	v.DBNow = stamp(now)
+	for _, l := range ls {
+		v.Leases = append(v.Leases, leaseToView(l))
+	}
+	// The version leaves out the countdowns, which only the clock changes;
+	// a lease whose state the clock changes (held to expired) changes it.
+	stable := slices.Clone(v.Leases)
+	for i := range stable {
+		stable[i].ExpiresIn, stable[i].ExpiresInMs = "", nil
+	}
+	v.version = version(stable, v.Next)
 	return v, nil
 }
 
 func leaseToView(l fence.LeaseInfo) leaseView {
-	v := leaseView{Name: l.Name, State: string(l.State), Owner: short(l.Owner), OwnerShort: short(l.Owner),
-		Fence: l.Fence, ExpiresIn: "–"}
+	v := leaseView{Name: l.Name, State: string(l.State), Fence: l.Fence, ExpiresIn: "–", UpdatedAt: stamp(l.UpdatedAt)}
+	if l.State == fence.StateHeld {
+		v.Holder = holder(l.Owner)
+		v.Owner, v.OwnerShort = v.Holder, v.Holder
+	}
 	if l.ExpiresAt.IsZero() {
 		return v
 	}
@@ -104,24 +169,29 @@ func leaseToView(l fence.LeaseInfo) leaseView {
 	return v
 }
 
-func (h *handler) runs(ctx context.Context) (runsView, error) {
+func (h *handler) runs(ctx context.Context, q runQuery) (runsView, error) {
 	v := runsView{Runs: []runView{}, Stale: []runView{}}
 	now, err := h.store.Now(ctx)
 	if err != nil {
 		return v, err
 	}
-	v.DBNow = stamp(now)
-	recent, err := h.store.Runs(ctx, fence.RunFilter{Limit: h.runLimit})
+	v.DBNow, v.now = stamp(now), now
+	recent, err := h.store.Runs(ctx, fence.RunFilter{Lease: q.lease, Before: q.before, Limit: q.limit + 1})
 	if err != nil {
 		return v, err
 	}
+	if len(recent) > q.limit {
+		recent = recent[:q.limit]
+		v.Next = recent[len(recent)-1].ID
+	}
 	recent = SettleRunning(ctx, h.store, recent)
+	v.infos = recent
 	for _, r := range recent {
 		v.Runs = append(v.Runs, runToView(r, now))
 	}
 	var stale []fence.RunInfo
 	for _, st := range []fence.RunStatus{fence.RunLost, fence.RunAbandoned} {
-		rs, err := h.store.Runs(ctx, fence.RunFilter{Status: st, Limit: h.runLimit})
+		rs, err := h.store.Runs(ctx, fence.RunFilter{Lease: q.lease, Status: st, Before: q.before, Limit: q.limit})
 		if err != nil {
 			return v, err
 		}
@@ -134,14 +204,18 @@ func (h *handler) runs(ctx context.Context) (runsView, error) {
 		}
 	}
 	slices.SortFunc(stale, func(a, b fence.RunInfo) int { return cmp.Compare(b.ID, a.ID) })
-	for _, r := range stale[:min(len(stale), h.runLimit)] {
+	for _, r := range stale[:min(len(stale), q.limit)] {
 		v.Stale = append(v.Stale, runToView(r, now))
 	}
+	// A running run's "so far" changes with the clock and is not content:
+	// the version covers what the ledger says.
+	v.version = version(recent, stale[:min(len(stale), q.limit)], v.Next)
 	return v, nil
 }
 
 func runToView(r fence.RunInfo, now time.Time) runView {
-	v := runView{ID: r.ID, Lease: r.Lease, Owner: short(r.Owner), OwnerShort: short(r.Owner), Fence: r.Fence,
+	h := holder(r.Owner)
+	v := runView{ID: r.ID, Lease: r.Lease, Holder: h, Owner: h, OwnerShort: h, Fence: r.Fence,
 		Status: string(r.Status), StartedAt: stamp(r.StartedAt), Started: human(now.Sub(r.StartedAt)) + " ago",
 		Finished: "–", ExitCode: r.ExitCode, Exit: "–", Error: r.Error}
 	if r.FinishedAt.IsZero() {
@@ -157,12 +231,25 @@ func runToView(r fence.RunInfo, now time.Time) runView {
 	return v
 }
 
+// version names content for an ETag: a digest of its JSON. Callers leave
+// out what only the clock changes (db_now and the "… ago" texts), so that
+// an unchanged refresh is a 304 without a body.
+func version(parts ...any) string {
+	d := sha256.New()
+	enc := json.NewEncoder(d)
+	for _, p := range parts {
+		if err := enc.Encode(p); err != nil {
+			panic(fmt.Sprintf("ops: encoding a view: %v", err)) // views are plain data
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(d.Sum(nil)[:18])
+}
+
 // stamp is a database time as RFC 3339 UTC with milliseconds.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // short is the first 8 characters of an owner token, as `fence leases` shows
-// it: 32 bits, enough to tell holders apart on the page, far too few to act
-// as one. Nothing the handler serves carries more of a token.
+// it. Nothing the handler serves carries more of a token.
 func short(owner string) string {
 	if len(owner) > 8 {
 		return owner[:8]
@@ -170,7 +257,8 @@ func short(owner string) string {
 	return owner
 }
 
-// human formats a duration the way the CLI's tables do.
+// human formats a duration the way the CLI's tables do (the page's script
+// has a copy, for live updates).
 func human(d time.Duration) string {
 	sign := ""
 	if d < 0 {
