@@ -161,9 +161,9 @@ func (a *app) raisedTable(r fence.Raised) error {
 	}
 	fmt.Fprintf(a.stdout, "raised %d lease(s) to fence %s and revoked them; %d had a holder, who can no longer renew, write or complete\n",
 		len(r.Leases), itoa(r.Floor), held)
-	t := newTable(a.stdout, a.color(), 1, stateColor, "NAME", "WAS", "OWNER", "FENCE WAS")
+	t := newTable(a.stdout, a.color(), 1, stateColor, "NAME", "WAS", "HOLDER", "FENCE WAS")
 	for _, l := range r.Leases {
-		t.row(l.Name, string(l.State), short(l.Owner), itoa(l.Fence))
+		t.row(l.Name, string(l.State), holderCell(l.Holder, l.State), itoa(l.Fence))
 	}
 	return t.flush()
 }

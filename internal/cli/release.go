@@ -86,7 +86,7 @@ func (a *app) releaseCmd() *cobra.Command {
 			}
 			msg := fmt.Sprintf("revoked lease %s: fence is now %d", quoteName(name), f)
 			if before.State == fence.StateHeld {
-				msg += fmt.Sprintf("; its holder (fence %d, owner %s) can no longer renew, write or complete", before.Fence, short(before.Owner))
+				msg += fmt.Sprintf("; its holder %s (fence %d) can no longer renew, write or complete", holderText(before.Holder), before.Fence)
 			} else {
 				msg += fmt.Sprintf(" (it was %s at fence %d)", before.State, before.Fence)
 			}
@@ -103,7 +103,7 @@ func (a *app) releaseCmd() *cobra.Command {
 func (a *app) confirm(l fence.LeaseInfo) (bool, error) {
 	what := fmt.Sprintf("lease %s (%s, fence %d", quoteName(l.Name), l.State, l.Fence)
 	if l.State == fence.StateHeld {
-		what += fmt.Sprintf(", owner %s, expires in %s", short(l.Owner), human(l.Remaining))
+		what += fmt.Sprintf(", held by %s, expires in %s", holderText(l.Holder), human(l.Remaining))
 	}
 	what += ")"
 	fmt.Fprintf(a.stderr, "Revoke %s? Its holder's renewals and fenced writes will be refused. [y/N] ", what)
