@@ -31,6 +31,11 @@ type leaseView struct {
 	// the clients that read it.
 	Owner      string `json:"owner"`
 	OwnerShort string `json:"owner_short"`
+	// Holder is the name of the last acquisition's owner (fence.WithHolder),
+	// "" after a revoke or when none was recorded; HolderText is how the
+	// page shows it (see holderText).
+	Holder     string `json:"holder"`
+	HolderText string `json:"holder_text"`
 	Fence      int64  `json:"fence"`
 	ExpiresAt  string `json:"expires_at"` // "" when released or revoked
 	// ExpiresInMs is ExpiresAt minus the database's now: negative once
@@ -53,6 +58,8 @@ type runView struct {
 	Owner string `json:"owner"` // the 8-character prefix, as in leaseView
 
 	OwnerShort string `json:"owner_short"`
+	Holder     string `json:"holder"` // as in leaseView, when the run started
+	HolderText string `json:"holder_text"`
 	Fence      int64  `json:"fence"`
 	Status     string `json:"status"`
 	StartedAt  string `json:"started_at"`
@@ -89,6 +96,7 @@ func (h *handler) leases(ctx context.Context) (leasesView, error) {
 
 func leaseToView(l fence.LeaseInfo) leaseView {
 	v := leaseView{Name: l.Name, State: string(l.State), Owner: short(l.Owner), OwnerShort: short(l.Owner),
+		Holder: l.Holder, HolderText: holderText(l.Holder, l.State != fence.StateRevoked),
 		Fence: l.Fence, ExpiresIn: "–"}
 	if l.ExpiresAt.IsZero() {
 		return v
@@ -141,7 +149,8 @@ func (h *handler) runs(ctx context.Context) (runsView, error) {
 }
 
 func runToView(r fence.RunInfo, now time.Time) runView {
-	v := runView{ID: r.ID, Lease: r.Lease, Owner: short(r.Owner), OwnerShort: short(r.Owner), Fence: r.Fence,
+	v := runView{ID: r.ID, Lease: r.Lease, Owner: short(r.Owner), OwnerShort: short(r.Owner),
+		Holder: r.Holder, HolderText: holderText(r.Holder, true), Fence: r.Fence,
 		Status: string(r.Status), StartedAt: stamp(r.StartedAt), Started: human(now.Sub(r.StartedAt)) + " ago",
 		Finished: "–", ExitCode: r.ExitCode, Exit: "–", Error: r.Error}
 	if r.FinishedAt.IsZero() {
@@ -168,6 +177,19 @@ func short(owner string) string {
 		return owner[:8]
 	}
 	return owner
+}
+
+// holderText is a holder name as the page shows it: the name, "(unnamed)"
+// for a row written before fence recorded names (when someone held it),
+// or "–" for nobody (a revoked lease).
+func holderText(holder string, held bool) string {
+	switch {
+	case holder != "":
+		return holder
+	case held:
+		return "(unnamed)"
+	}
+	return "–"
 }
 
 // human formats a duration the way the CLI's tables do.
