@@ -24,7 +24,9 @@ import (
 const runLong = `Run CMD as a singleton job under lease NAME:
 
  1. Acquire the lease (with --wait D, keep trying for up to D) and record a
-    run in the run ledger. If the acquire itself took so long (a locked
+    run in the run ledger, both under the holder name --holder (default
+    host:pid of this fence process), which 'fence leases', 'fence runs' and
+    a refused 'fence run' show. If the acquire itself took so long (a locked
     table, a slow database) that less than TTL/3 is left before the renew
     deadline, CMD is not started: fence exits 76 and says so.
  2. Start CMD in its own process group with these variables added to the
