@@ -257,10 +257,11 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 		}
 
 		f1 := b.lease(t, "revoked").Fence
+		host, _ := os.Hostname()
 		rel := time.Now()
 		r := b.fence(t, "release", "revoked", "--force", "--yes")
 		f2 := b.lease(t, "revoked").Fence
-		if r.code != 0 || f2 <= f1 || !strings.Contains(r.stdout, fmt.Sprintf("revoked lease revoked: fence is now %d; its holder (fence %d, owner ", f2, f1)) {
+		if r.code != 0 || f2 <= f1 || !strings.Contains(r.stdout, fmt.Sprintf("revoked lease revoked: fence is now %d; its holder %q (fence %d) can no longer", f2, host+":"+strconv.Itoa(a.cmd.Process.Pid), f1)) {
 			t.Fatalf("release --force (fence %d before): %v", f1, r)
 		}
 		ra := a.wait(time.Minute)
