@@ -23,7 +23,8 @@ releasing someone else's is always a forced revoke. On a terminal, fence asks
 for confirmation unless --yes is given.
 
 With --json it prints {"lease", "fence", "previous_fence", "previous_state",
-"previous_owner"}: fence is the new fence.`
+"previous_owner", "previous_holder"}: fence is the new fence; the revoked
+lease has no holder any more (its runs keep the name).`
 
 func (a *app) releaseCmd() *cobra.Command {
 	var force, yes bool
@@ -77,12 +78,13 @@ func (a *app) releaseCmd() *cobra.Command {
 			}
 			if a.json {
 				return writeJSON(a.stdout, struct {
-					Lease         string `json:"lease"`
-					Fence         int64  `json:"fence"`
-					PreviousFence int64  `json:"previous_fence"`
-					PreviousState string `json:"previous_state"`
-					PreviousOwner string `json:"previous_owner"`
-				}{name, f, before.Fence, string(before.State), before.Owner})
+					Lease          string `json:"lease"`
+					Fence          int64  `json:"fence"`
+					PreviousFence  int64  `json:"previous_fence"`
+					PreviousState  string `json:"previous_state"`
+					PreviousOwner  string `json:"previous_owner"`
+					PreviousHolder string `json:"previous_holder"`
+				}{name, f, before.Fence, string(before.State), before.Owner, before.Holder})
 			}
 			msg := fmt.Sprintf("revoked lease %s: fence is now %d", quoteName(name), f)
 			if before.State == fence.StateHeld {
