@@ -3,6 +3,7 @@ package fence
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -39,15 +40,37 @@ var (
 
 // HeldError is returned by Acquire when someone else holds the lease.
 type HeldError struct {
-	Lease     string
-	Fence     int64         // the holder's fence
+	Lease string
+	Fence int64 // the holder's fence; 0 when the holder could not be read
+	// Holder is the holder's name (WithHolder; by default host:pid), "" when
+	// the holder could not be read or acquired before schema v3. It is what
+	// the holder calls itself, not a proof: the owner token is.
+	Holder    string
 	Owner     string        // the holder's owner token
 	Remaining time.Duration // until the holder's lease lapses, by the database clock
 }
 
+// Error says who holds the lease and for how long, for example
+//
+//	fence: lease "admin:reconciliation" is held by "web-3:4121" (fence 8) for another 12.5s
+//
+// It never contains the holder's owner token.
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("fence: lease %q is held by fence %d (owner %s) for another %v",
-		e.Lease, e.Fence, shortOwner(e.Owner), e.Remaining.Round(time.Millisecond))
+	if e.Fence == 0 {
+		return fmt.Sprintf("fence: lease %q is held by another owner", e.Lease)
+	}
+	return fmt.Sprintf("fence: lease %q is held by %s (fence %d) for another %v",
+		e.Lease, holderText(e.Holder), e.Fence, e.Remaining.Round(time.Millisecond))
+}
+
+// holderText is a holder name for a message: quoted (so that any control
+// character a row written outside fence carries is escaped), or "an unnamed
+// holder" for a row without one.
+func holderText(h string) string {
+	if h == "" {
+		return "an unnamed holder"
+	}
+	return strconv.Quote(h)
 }
 
 // Is makes errors.Is(err, ErrHeld) true.

@@ -27,9 +27,12 @@ const (
 
 // RunInfo is a row of the run ledger.
 type RunInfo struct {
-	ID         int64
-	Lease      string
-	Owner      string
+	ID    int64
+	Lease string
+	Owner string
+	// Holder is the name of the lease's owner when the run started
+	// (WithHolder), "" for runs recorded before schema v3.
+	Holder     string
 	Fence      int64
 	Status     RunStatus
 	StartedAt  time.Time // database time
@@ -48,7 +51,7 @@ func (r RunInfo) Duration() time.Duration {
 }
 
 func runInfo(r driver.Run) RunInfo {
-	out := RunInfo{ID: r.ID, Lease: r.Lease, Owner: r.Owner, Fence: r.Fence, Status: RunStatus(r.Status),
+	out := RunInfo{ID: r.ID, Lease: r.Lease, Owner: r.Owner, Holder: r.Holder, Fence: r.Fence, Status: RunStatus(r.Status),
 		StartedAt: time.UnixMilli(r.StartedAtMs), Error: r.Error}
 	if r.FinishedAtMs > 0 {
 		out.FinishedAt = time.UnixMilli(r.FinishedAtMs)

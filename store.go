@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,8 @@ type Store struct {
 	clock   Clock
 	wait    waitConfig
 	maxOpen int // Open's pool bound (WithMaxOpenConns)
+	holder  string
+	named   bool // WithHolder was given
 
 	observers []Observer
 }
@@ -80,6 +84,35 @@ type waitConfig struct{ min, max time.Duration }
 // OpenDB and OpenPool leave the caller's pool as it is. A SQLite
 // "sqlite::memory:" store always has one connection.
 func WithMaxOpenConns(n int) Option { return func(s *Store) { s.maxOpen = n } }
+
+// WithHolder names the owner of every lease this store acquires (default
+// the host name and process id, "host:pid", or "pid:N" when the host name
+// cannot be read). The name is stored with each acquisition and each run,
+// and shown by Get and List (LeaseInfo.Holder), in HeldError, by `fence
+// leases` and `fence runs` and on the operations page, so that people can
+// tell who holds a lease. It is 1 to 255 bytes of printable UTF-8
+// (ValidateHolder); a bad name makes Open, OpenDB and OpenPool fail with
+// ErrInvalid.
+//
+// A holder name is a label, not a secret and not a proof: several stores
+// may use the same name, and only the owner token (Token.Owner) of an
+// acquisition can renew, release or write under it.
+func WithHolder(name string) Option {
+	return func(s *Store) { s.holder, s.named = name, true }
+}
+
+// defaultHolder is host:pid.
+func defaultHolder() string {
+	pid := strconv.Itoa(os.Getpid())
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "pid:" + pid
+	}
+	if h := host + ":" + pid; ValidateHolder(h) == nil {
+		return h
+	}
+	return "pid:" + pid
+}
 
 // Pool defaults of a store that Open opened (see WithMaxOpenConns).
 const (
@@ -253,6 +286,12 @@ func newStore(dialect Dialect, opts []Option) (*Store, error) {
 	if s.maxOpen < 1 {
 		return nil, fmt.Errorf("%w: WithMaxOpenConns(%d): want at least 1", ErrInvalid, s.maxOpen)
 	}
+	if !s.named {
+		s.holder = defaultHolder()
+	}
+	if err := ValidateHolder(s.holder); err != nil {
+		return nil, fmt.Errorf("WithHolder: %w", err)
+	}
 	return s, nil
 }
 
@@ -261,6 +300,10 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 
 // Prefix returns the table prefix.
 func (s *Store) Prefix() string { return s.prefix }
+
+// Holder returns the name this store's acquisitions are recorded under
+// (WithHolder).
+func (s *Store) Holder() string { return s.holder }
 
 // DB returns the underlying database/sql handle, for the caller's own fenced
 // writes. It is nil for a store made by OpenPool; use Pool.
@@ -349,7 +392,7 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 		return Lease{}, err
 	}
 	began := time.Now()
-	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, TTLMs: ttlMillis(ttl)})
+	r, err := s.drv.LeaseAcquire(ctx, driver.AcquireParams{Name: name, Owner: owner, Holder: s.holder, TTLMs: ttlMillis(ttl)})
 	if err != nil {
 		return s.resolveAcquire(ctx, name, owner, ttl, began, s.wrapWrite("acquire", name, err))
 	}
@@ -368,7 +411,7 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 				s.log.InfoContext(ctx, "fence: acquire outcome resolved: an earlier attempt committed", "lease", name, "fence", r.Holder.Fence)
 				return adopted(name, owner, ttl, began, *r.Holder), nil
 			}
-			h.Fence, h.Owner = r.Holder.Fence, r.Holder.Owner
+			h.Fence, h.Owner, h.Holder = r.Holder.Fence, r.Holder.Owner, r.Holder.Holder
 			h.Remaining = time.Duration(max(r.Holder.LeasedUntilMs-r.Holder.NowMs, 0)) * time.Millisecond
 		}
 		return Lease{}, h
@@ -638,9 +681,13 @@ const (
 
 // LeaseInfo is a lease row as the database sees it.
 type LeaseInfo struct {
-	Name       string
-	State      State
-	Owner      string
+	Name  string
+	State State
+	Owner string
+	// Holder is the name of the owner of the last acquisition (WithHolder):
+	// "" after a revoke or raise, and for a lease last acquired before
+	// schema v3 or by a version of fence that did not record it.
+	Holder     string
 	Fence      int64
 	ExpiresAt  time.Time     // zero when released or revoked
 	AcquiredAt time.Time     // database time of the last acquisition
@@ -653,6 +700,7 @@ func info(l driver.Lease) LeaseInfo {
 	i := LeaseInfo{
 		Name:       l.Name,
 		Owner:      l.Owner,
+		Holder:     l.Holder,
 		Fence:      l.Fence,
 		AcquiredAt: time.UnixMilli(l.AcquiredAtMs),
 		UpdatedAt:  time.UnixMilli(l.UpdatedAtMs),
@@ -723,7 +771,8 @@ func (s *Store) ListPage(ctx context.Context, f LeaseFilter) ([]LeaseInfo, time.
 	return out, time.UnixMilli(now), nil
 }
 
-// Revoke force-releases a lease: it bumps the fence and clears the owner, so
+// Revoke force-releases a lease: it bumps the fence and clears the owner
+// and the holder name (the run ledger keeps who held it), so
 // the current holder's renewals and fenced writes fail from now on. It returns
 // the new fence. For operators; a holder gives a lease up with Release.
 func (s *Store) Revoke(ctx context.Context, name string) (fence int64, err error) {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -22,6 +23,9 @@ const (
 	DefaultTTL = 30 * time.Second
 	// DefaultPrefix is the table prefix unless WithPrefix says otherwise.
 	DefaultPrefix = "fence_"
+	// MaxHolderLen is the longest holder name (WithHolder) in bytes, the
+	// size of the holder columns.
+	MaxHolderLen = 255
 )
 
 // ErrInvalid is wrapped by every error about bad input: a name, TTL, prefix,
@@ -44,6 +48,33 @@ func ValidateName(name string) error {
 		return fmt.Errorf("%w: lease name %q contains a NUL or control character", ErrInvalid, clip(name))
 	}
 	return nil
+}
+
+// ValidateHolder reports whether h can be a holder name (WithHolder): 1 to
+// 255 bytes of UTF-8 that print as what they are, so that a name read in
+// `fence leases`, on the page or in an error is the name that was set:
+// no control characters (C0, DEL, C1), no invisible formatting characters
+// (bidi overrides and isolates, zero-width characters, byte order mark) and
+// no line or paragraph separators.
+func ValidateHolder(h string) error {
+	switch {
+	case h == "":
+		return fmt.Errorf("%w: holder name is empty; leave WithHolder out for the default host:pid", ErrInvalid)
+	case len(h) > MaxHolderLen:
+		return fmt.Errorf("%w: holder name is %d bytes, the limit is %d", ErrInvalid, len(h), MaxHolderLen)
+	case !utf8.ValidString(h):
+		return fmt.Errorf("%w: holder name %q is not valid UTF-8", ErrInvalid, clip(h))
+	case strings.ContainsFunc(h, invisibleRune):
+		return fmt.Errorf("%w: holder name %q contains a control, formatting or line-separator character; use printable text such as host:pid", ErrInvalid, clip(h))
+	}
+	return nil
+}
+
+// invisibleRune reports a rune that does not print as itself: a control
+// character (C0, DEL, C1), a format character (Cf: bidi controls, zero-width
+// characters, U+FEFF) or a line or paragraph separator.
+func invisibleRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // ValidateTTL reports whether ttl is within MinTTL..MaxTTL.

@@ -37,6 +37,8 @@
 //	fence.lost_reason    why the token lost its lease: expired, released,
 //	                     revoked, superseded, missing or unknown
 //	fence.holder_fence   the holder's fence when acquire found the lease held
+//	fence.holder         and the holder's name (fence.WithHolder), when it
+//	                     has one
 //	fence.run_id         the run of start_run (when started), finish_run and
 //	                     mark_run_lost
 //	fence.run_status     the run's status after start_run and finish_run; lost
@@ -84,6 +86,7 @@ const (
 	AttrOutcome     = attribute.Key("fence.outcome")
 	AttrLostReason  = attribute.Key("fence.lost_reason")
 	AttrHolderFence = attribute.Key("fence.holder_fence")
+	AttrHolder      = attribute.Key("fence.holder")
 	AttrRunID       = attribute.Key("fence.run_id")
 	AttrRunStatus   = attribute.Key("fence.run_status")
 	AttrBatchSize   = attribute.Key("fence.batch_size")
@@ -149,6 +152,9 @@ func end(span trace.Span, op fence.Op, e fence.Event) {
 		return
 	case errors.As(e.Err, &held):
 		span.SetAttributes(AttrOutcome.String("held"), AttrHolderFence.Int64(held.Fence))
+		if held.Holder != "" {
+			span.SetAttributes(AttrHolder.String(held.Holder))
+		}
 		return
 	case errors.Is(e.Err, fence.ErrHeld):
 		span.SetAttributes(AttrOutcome.String("held"))

@@ -159,7 +159,7 @@ func TestLeaseSpans(t *testing.T) {
 		want{name: "fence.acquire", attrs: attrs(fenceotel.AttrOp.String("acquire"), lease,
 			fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 		want{name: "fence.acquire", attrs: attrs(lease, fenceotel.AttrOutcome.String("held"),
-			fenceotel.AttrHolderFence.Int64(a.Token.Fence)), absent: []attribute.Key{fenceotel.AttrFence}},
+			fenceotel.AttrHolderFence.Int64(a.Token.Fence), fenceotel.AttrHolder.String(s.Holder())), absent: []attribute.Key{fenceotel.AttrFence}},
 		want{name: "fence.renew", attrs: attrs(fenceotel.AttrOp.String("renew"), lease,
 			fenceotel.AttrFence.Int64(a.Token.Fence), fenceotel.AttrOutcome.String("ok"))},
 		want{name: "fence.fenced_write", attrs: attrs(fenceotel.AttrOp.String("fenced_write"), lease,

@@ -36,7 +36,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		return driver.AcquireResult{}, err
 	}
 	defer conn.Close()
-	res, err := d.execOn(ctx, conn, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs)
+	res, err := d.execOn(ctx, conn, d.q["lease_acquire"], p.Name, p.Owner, p.TTLMs, p.Holder, p.Owner, p.Holder, p.TTLMs)
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -49,11 +49,11 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	}
 	var (
 		l                           driver.Lease
-		name, owner, state          sql.NullString
+		name, owner, holder, state  sql.NullString
 		f, until, acquired, updated sql.NullInt64
 	)
 	err = conn.QueryRowContext(ctx, d.q["lease_acquire_outcome"], p.Name).Scan(
-		&fence, &name, &owner, &f, &state, &until, &acquired, &updated, &l.NowMs)
+		&fence, &name, &owner, &holder, &f, &state, &until, &acquired, &updated, &l.NowMs)
 	if err != nil {
 		// The acquire may have taken the lease and a trigger hidden it.
 		return driver.AcquireResult{}, afterWrite(err)
@@ -63,7 +63,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	}
 	r := driver.AcquireResult{NowMs: l.NowMs}
 	if name.Valid {
-		l.Name, l.Owner, l.Fence, l.State = name.String, owner.String, f.Int64, state.String
+		l.Name, l.Owner, l.Holder, l.Fence, l.State = name.String, owner.String, holder.String, f.Int64, state.String
 		l.LeasedUntilMs, l.AcquiredAtMs, l.UpdatedAtMs = until.Int64, acquired.Int64, updated.Int64
 		r.Holder = &l
 	}
@@ -77,8 +77,8 @@ func (d *Driver) acquireReturning(ctx context.Context, p driver.AcquireParams) (
 	)
 	err := d.run("lease_acquire_returning", func(st *sql.Stmt) error {
 		return d.retryDeadlock(ctx, func() error {
-			return d.queryRow(ctx, st, "lease_acquire_returning", p.Name, p.Owner, p.TTLMs, p.Owner, p.TTLMs).Scan(
-				&id, &l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+			return d.queryRow(ctx, st, "lease_acquire_returning", p.Name, p.Owner, p.TTLMs, p.Holder, p.Owner, p.Holder, p.TTLMs).Scan(
+				&id, &l.Name, &l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 		})
 	})
 	if err != nil {
@@ -371,7 +371,7 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanLease(s scanner) (driver.Lease, error) {
 	var l driver.Lease
-	err := s.Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	err := s.Scan(&l.Name, &l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 	return l, err
 }
 

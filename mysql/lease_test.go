@@ -121,7 +121,7 @@ func acquireLifecycle(t *testing.T, d *Driver) {
 	ctx := ctxT(t)
 	acq := func(owner string, ttl int64) driver.AcquireResult {
 		t.Helper()
-		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner, TTLMs: ttl})
+		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner, Holder: "host-" + owner, TTLMs: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func acquireLifecycle(t *testing.T, d *Driver) {
 	a := driver.TokenParams{Name: "job", Owner: "A", Fence: r.Fence}
 	// held -> not acquired, holder reported, nothing changed
 	r = acq("B", 60_000)
-	if r.Acquired || r.Holder == nil || r.Holder.Owner != "A" || r.Holder.Fence != a.Fence || r.Holder.LeasedUntilMs <= r.Holder.NowMs {
+	if r.Acquired || r.Holder == nil || r.Holder.Owner != "A" || r.Holder.Holder != "host-A" || r.Holder.Fence != a.Fence || r.Holder.LeasedUntilMs <= r.Holder.NowMs {
 		t.Fatalf("held: %+v holder %+v", r, r.Holder)
 	}
 	if r.Holder.LeasedUntilMs-r.Holder.NowMs > 60_000 || r.Holder.LeasedUntilMs-r.Holder.NowMs < 59_000 {
@@ -179,7 +179,7 @@ func acquireLifecycle(t *testing.T, d *Driver) {
 	newFence("after expiry", r.Fence, b, before)
 	c := r.Fence
 	l, _, _ = d.LeaseGet(ctx, "job")
-	if l.Owner != "C" || l.Fence != c || l.State != driver.StateHeld || l.AcquiredAtMs != l.UpdatedAtMs || l.LeasedUntilMs != l.AcquiredAtMs+60_000 {
+	if l.Owner != "C" || l.Holder != "host-C" || l.Fence != c || l.State != driver.StateHeld || l.AcquiredAtMs != l.UpdatedAtMs || l.LeasedUntilMs != l.AcquiredAtMs+60_000 {
 		t.Fatalf("after takeover: %+v", l)
 	}
 	// revoked -> the revoke takes a fence of its own, the next acquisition
@@ -191,7 +191,7 @@ func acquireLifecycle(t *testing.T, d *Driver) {
 	}
 	newFence("revoke", f, c, before)
 	l, _, _ = d.LeaseGet(ctx, "job")
-	if l.State != driver.StateRevoked || l.Owner != "" || l.Fence != f || l.LeasedUntilMs != 0 {
+	if l.State != driver.StateRevoked || l.Owner != "" || l.Holder != "" || l.Fence != f || l.LeasedUntilMs != 0 {
 		t.Fatalf("after revoke: %+v", l)
 	}
 	if ok, _ := d.LeaseIsHeld(ctx, driver.TokenParams{Name: "job", Owner: "C", Fence: c}); ok {
@@ -432,7 +432,7 @@ func TestRenewBatch(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "('lease-%05d', 'owner-%05d', %d, 'held', %s, 0, 0, 0)", i, i, 10+i%5, until)
 		}
-		if _, err := d.db.ExecContext(ctx, "INSERT INTO "+d.prefix+"leases VALUES "+b.String()); err != nil {
+		if _, err := d.db.ExecContext(ctx, "INSERT INTO "+d.prefix+"leases (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count) VALUES "+b.String()); err != nil {
 			t.Fatal(err)
 		}
 		ts := make([]driver.TokenParams, n)

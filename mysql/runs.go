@@ -33,7 +33,7 @@ func (d *Driver) runStart(ctx context.Context, p driver.StartRunParams) (int64, 
 	}
 	defer tx.Rollback()
 	t := p.Token
-	res, err := tx.ExecContext(ctx, d.q["run_start"], t.Name, t.Owner, t.Fence, p.Detail, t.Name, t.Owner, t.Fence)
+	res, err := tx.ExecContext(ctx, d.q["run_start"], t.Name, t.Owner, t.Fence, p.Detail, t.Name, t.Owner, t.Fence, t.Name, t.Owner, t.Fence)
 	if err != nil {
 		return 0, false, err
 	}
@@ -121,7 +121,7 @@ func (d *Driver) RunList(ctx context.Context, f driver.RunFilter) ([]driver.Run,
 func scanRun(s scanner) (driver.Run, error) {
 	var r driver.Run
 	var exit sql.NullInt64
-	err := s.Scan(&r.ID, &r.Lease, &r.Owner, &r.Fence, &r.Status, &r.StartedAtMs, &r.FinishedAtMs, &r.Result, &r.Error, &exit)
+	err := s.Scan(&r.ID, &r.Lease, &r.Owner, &r.Holder, &r.Fence, &r.Status, &r.StartedAtMs, &r.FinishedAtMs, &r.Result, &r.Error, &exit)
 	if exit.Valid {
 		r.ExitCode = &exit.Int64
 	}

@@ -18,11 +18,11 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		acquired              bool
 		fence, until          sql.NullInt64
 		now                   int64
-		owner, state          sql.NullString
+		owner, state, holder  sql.NullString
 		acquiredAt, updatedAt sql.NullInt64
 	)
-	err := d.c.queryRow(ctx, d.q.acquire, p.Name, p.Owner, p.TTLMs).
-		Scan(&acquired, &fence, &until, &now, &owner, &state, &acquiredAt, &updatedAt)
+	err := d.c.queryRow(ctx, d.q.acquire, p.Name, p.Owner, p.TTLMs, p.Holder).
+		Scan(&acquired, &fence, &until, &now, &owner, &state, &acquiredAt, &updatedAt, &holder)
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -34,6 +34,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		r.Holder = &driver.Lease{
 			Name:          p.Name,
 			Owner:         owner.String,
+			Holder:        holder.String,
 			Fence:         fence.Int64,
 			State:         state.String,
 			LeasedUntilMs: until.Int64,
@@ -114,7 +115,7 @@ func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, e
 func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
 	var l driver.Lease
 	err := d.c.queryRow(ctx, d.q.get, name).
-		Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+		Scan(&l.Name, &l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Lease{}, false, nil
 	}
@@ -142,10 +143,10 @@ func (d *Driver) LeaseList(ctx context.Context, f driver.LeaseFilter) ([]driver.
 	)
 	for rows.Next() {
 		var (
-			name, owner, state                  sql.NullString
+			name, owner, holder, state          sql.NullString
 			fence, until, acquiredAt, updatedAt sql.NullInt64
 		)
-		if err := rows.Scan(&now, &name, &owner, &fence, &state, &until, &acquiredAt, &updatedAt); err != nil {
+		if err := rows.Scan(&now, &name, &owner, &holder, &fence, &state, &until, &acquiredAt, &updatedAt); err != nil {
 			return nil, 0, err
 		}
 		if !name.Valid { // the one row of an empty table
@@ -154,6 +155,7 @@ func (d *Driver) LeaseList(ctx context.Context, f driver.LeaseFilter) ([]driver.
 		out = append(out, driver.Lease{
 			Name:          name.String,
 			Owner:         owner.String,
+			Holder:        holder.String,
 			Fence:         fence.Int64,
 			State:         state.String,
 			LeasedUntilMs: until.Int64,
@@ -197,10 +199,10 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []dr
 	for rows.Next() {
 		var (
 			now                                     int64
-			name, owner, state                      sql.NullString
+			name, owner, holder, state              sql.NullString
 			fence, until, acquiredAt, updatedAt, to sql.NullInt64
 		)
-		if err := rows.Scan(&used, &now, &name, &owner, &fence, &state, &until, &acquiredAt, &updatedAt, &to); err != nil {
+		if err := rows.Scan(&used, &now, &name, &owner, &holder, &fence, &state, &until, &acquiredAt, &updatedAt, &to); err != nil {
 			return 0, nil, err
 		}
 		if !name.Valid { // nothing was below the floor
@@ -208,7 +210,7 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []dr
 		}
 		out = append(out, driver.RaisedLease{
 			Lease: driver.Lease{
-				Name: name.String, Owner: owner.String, Fence: fence.Int64, State: state.String,
+				Name: name.String, Owner: owner.String, Holder: holder.String, Fence: fence.Int64, State: state.String,
 				LeasedUntilMs: until.Int64, AcquiredAtMs: acquiredAt.Int64, UpdatedAtMs: updatedAt.Int64, NowMs: now,
 			},
 			NewFence: to.Int64,

@@ -22,7 +22,7 @@ func TestAcquireLifecycle(t *testing.T) {
 	// below which no new fence goes), for exactly the TTL of one instant.
 	a := owner(t)
 	before := now(t, d)
-	r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: a, TTLMs: 60_000})
+	r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: a, Holder: "web-1:42", TTLMs: 60_000})
 	if err != nil || !r.Acquired || r.Holder != nil {
 		t.Fatalf("acquire absent = %+v, %v", r, err)
 	}
@@ -32,7 +32,7 @@ func TestAcquireLifecycle(t *testing.T) {
 		t.Errorf("leased_until - now = %d, want the TTL", r.LeasedUntilMs-r.NowMs)
 	}
 	l := mustGet(t, d, "job")
-	if l.Owner != a || l.Fence != t1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
+	if l.Owner != a || l.Holder != "web-1:42" || l.Fence != t1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
 		l.AcquiredAtMs != r.NowMs || l.UpdatedAtMs != r.NowMs || l.NowMs < r.NowMs {
 		t.Errorf("row after acquire = %+v (result %+v)", l, r)
 	}
@@ -40,12 +40,12 @@ func TestAcquireLifecycle(t *testing.T) {
 	// Held: refused, and the holder comes back in the same round trip. Not
 	// re-entrant: the holder's own owner token is refused too.
 	for _, o := range []string{owner(t), a} {
-		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, TTLMs: 1000})
+		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, Holder: "web-2:7", TTLMs: 1000})
 		if err != nil || r.Acquired {
 			t.Fatalf("acquire held = %+v, %v", r, err)
 		}
 		h := r.Holder
-		if h == nil || h.Name != "job" || h.Owner != a || h.Fence != t1 || h.State != driver.StateHeld ||
+		if h == nil || h.Name != "job" || h.Owner != a || h.Holder != "web-1:42" || h.Fence != t1 || h.State != driver.StateHeld ||
 			h.LeasedUntilMs != l.LeasedUntilMs || h.AcquiredAtMs != l.AcquiredAtMs || h.NowMs != r.NowMs || h.NowMs >= h.LeasedUntilMs {
 			t.Fatalf("holder = %+v", h)
 		}
@@ -679,8 +679,8 @@ func TestAcquireRaceJudgesLatestRow(t *testing.T) {
 			}
 			defer tx.Rollback()
 			var acquired bool
-			if err := tx.QueryRowContext(ctx, d.q.acquire, "job", owner(t), int64(60_000)).
-				Scan(&acquired, new(any), new(any), new(any), new(any), new(any), new(any), new(any)); err != nil || !acquired {
+			if err := tx.QueryRowContext(ctx, d.q.acquire, "job", owner(t), int64(60_000), "web-1:42").
+				Scan(&acquired, new(any), new(any), new(any), new(any), new(any), new(any), new(any), new(any)); err != nil || !acquired {
 				t.Fatalf("acquire in transaction = %v, %v", acquired, err)
 			}
 			solo, pid := soloDriver(t, d)

@@ -100,7 +100,7 @@ func scanRun(row interface{ Scan(...any) error }) (driver.Run, error) {
 		r    driver.Run
 		exit sql.NullInt64
 	)
-	err := row.Scan(&r.ID, &r.Lease, &r.Owner, &r.Fence, &r.Status, &r.StartedAtMs,
+	err := row.Scan(&r.ID, &r.Lease, &r.Owner, &r.Holder, &r.Fence, &r.Status, &r.StartedAtMs,
 		&r.FinishedAtMs, &r.Result, &r.Error, &exit)
 	if exit.Valid {
 		r.ExitCode = &exit.Int64

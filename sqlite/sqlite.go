@@ -256,7 +256,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		return driver.AcquireResult{}, err
 	}
 	var r driver.AcquireResult
-	err = writeOne(ctx, st, []any{p.Name, p.Owner, p.TTLMs}, &r.Fence, &r.LeasedUntilMs, &r.NowMs)
+	err = writeOne(ctx, st, []any{p.Name, p.Owner, p.TTLMs, p.Holder}, &r.Fence, &r.LeasedUntilMs, &r.NowMs)
 	if err == nil {
 		r.Acquired = true
 		return r, nil
@@ -594,14 +594,14 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanLease(s scanner) (driver.Lease, error) {
 	var l driver.Lease
-	err := s.Scan(&l.Name, &l.Owner, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	err := s.Scan(&l.Name, &l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 	return l, err
 }
 
 func scanRun(s scanner) (driver.Run, error) {
 	var r driver.Run
 	var exit sql.NullInt64
-	err := s.Scan(&r.ID, &r.Lease, &r.Owner, &r.Fence, &r.Status, &r.StartedAtMs, &r.FinishedAtMs, &r.Result, &r.Error, &exit)
+	err := s.Scan(&r.ID, &r.Lease, &r.Owner, &r.Holder, &r.Fence, &r.Status, &r.StartedAtMs, &r.FinishedAtMs, &r.Result, &r.Error, &exit)
 	if exit.Valid {
 		r.ExitCode = &exit.Int64
 	}

@@ -213,7 +213,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestConfirm(t *testing.T) {
-	l := fence.LeaseInfo{Name: "l", State: fence.StateHeld, Owner: strings.Repeat("c", 32), Fence: 2, Remaining: 5 * time.Second}
+	l := fence.LeaseInfo{Name: "l", State: fence.StateHeld, Owner: strings.Repeat("c", 32), Holder: "web-1:42", Fence: 2, Remaining: 5 * time.Second}
 	for in, want := range map[string]bool{"y\n": true, "YES\n": true, "n\n": false, "\n": false, "": false, "yes please\n": false} {
 		var errb bytes.Buffer
 		a := &app{stdin: strings.NewReader(in), stderr: &errb}
@@ -221,7 +221,7 @@ func TestConfirm(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("confirm(%q) = %v, %v; want %v", in, got, err, want)
 		}
-		if !strings.Contains(errb.String(), "Revoke lease l (held, fence 2, owner cccccccc, expires in 5.0s)? ") {
+		if !strings.Contains(errb.String(), `Revoke lease l (held, fence 2, held by "web-1:42", expires in 5.0s)? `) {
 			t.Errorf("prompt: %q", errb.String())
 		}
 	}

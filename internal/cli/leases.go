@@ -14,6 +14,7 @@ type leaseJSON struct {
 	Name        string  `json:"name"`
 	State       string  `json:"state"`
 	Owner       string  `json:"owner"`
+	Holder      string  `json:"holder"`
 	Fence       int64   `json:"fence"`
 	ExpiresAt   *string `json:"expires_at"`
 	ExpiresInMs *int64  `json:"expires_in_ms"`
@@ -27,6 +28,7 @@ func leaseToJSON(l fence.LeaseInfo) leaseJSON {
 		Name:       l.Name,
 		State:      string(l.State),
 		Owner:      l.Owner,
+		Holder:     l.Holder,
 		Fence:      l.Fence,
 		ExpiresAt:  jsonTime(l.ExpiresAt),
 		AcquiredAt: jsonTime(l.AcquiredAt),
@@ -48,9 +50,13 @@ const leasesLong = `List every lease with its state by the database clock:
   revoked   an operator ran 'fence release --force' or 'fence raise-fences';
             the holder is stale
 
-OWNER is the first 8 characters of the owner token of the last acquisition
-(FENCE_OWNER in the command's environment); FENCE is the fence of that
-acquisition, which only ever increases. A new fence is at least the database
+HOLDER names the owner of the last acquisition as it called itself ('fence
+run --holder', the library's WithHolder; by default host:pid of the process
+that acquired it): "-" after a revoke, "(unnamed)" for a lease last acquired
+by a fence that did not record names. It is a label, not a proof: the owner
+token (FENCE_OWNER in the command's environment, "owner" in --json) is the
+secret that proves an acquisition. FENCE is the fence of that acquisition,
+which only ever increases. A new fence is at least the database
 clock in microseconds, so that fences never repeat even after a restore
 (docs/adr/0004-fence-floor.md): they are 16-digit numbers, shown in full
 because they are what tokens, logs and errors carry; compare them by order.
@@ -60,6 +66,8 @@ because they are what tokens, logs and errors carry; compare them by order.
   name           string   the lease name
   state          string   held | expired | released | revoked
   owner          string   full owner token of the last acquisition ("" after a revoke)
+  holder         string   the name of that acquisition's owner ("" after a
+                          revoke, and when none was recorded)
   fence          integer  fence of the last acquisition (or revoke)
   expires_at     string   RFC 3339 UTC, milliseconds; null when released or revoked
   expires_in_ms  integer  expires_at minus db_now: negative once expired; null
@@ -73,7 +81,7 @@ Fields may be added in later versions; none is renamed or removed.`
 func (a *app) leasesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "leases [--json]",
-		Short: "List leases: state, owner, fence, expiry",
+		Short: "List leases: state, holder, fence, expiry",
 		Long:  leasesLong,
 		Example: `  fence leases
   fence leases --json | jq -r '.[] | select(.state == "held") | .name'`,
@@ -103,9 +111,9 @@ func (a *app) leasesCmd() *cobra.Command {
 }
 
 func (a *app) leasesTable(w io.Writer, ls []fence.LeaseInfo) error {
-	t := newTable(w, a.color(), 1, stateColor, "NAME", "STATE", "OWNER", "FENCE", "EXPIRES IN")
+	t := newTable(w, a.color(), 1, stateColor, "NAME", "STATE", "HOLDER", "FENCE", "EXPIRES IN")
 	for _, l := range ls {
-		t.row(l.Name, string(l.State), short(l.Owner), itoa(l.Fence), expiresIn(l))
+		t.row(l.Name, string(l.State), holderCell(l.Holder, l.State), itoa(l.Fence), expiresIn(l))
 	}
 	return t.flush()
 }

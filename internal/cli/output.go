@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
+
+	"github.com/fencekit/fence"
 )
 
 // isTerminal reports whether v is an *os.File open on a terminal.
@@ -203,12 +205,27 @@ func quoteName(name string) string {
 	return fmt.Sprintf("%q", clip(name))
 }
 
-// short is the first 8 characters of an owner token, as in fence.Token.Short.
-func short(owner string) string {
-	if len(owner) > 8 {
-		return owner[:8]
+// unnamed stands for the holder name of a row written before fence recorded
+// names (schema v3): someone holds or held it, under no name.
+const unnamed = "(unnamed)"
+
+// holderCell is a HOLDER cell: the name, "(unnamed)" for a row without
+// one, or "" ("-") when nobody holds it since a revoke.
+func holderCell(holder string, state fence.State) string {
+	if holder == "" && state != fence.StateRevoked {
+		return unnamed
 	}
-	return owner
+	return holder
+}
+
+// holderText is a holder name in a message: quoted, so that any control
+// character a row written outside fence carries is escaped, or "an unnamed
+// holder".
+func holderText(holder string) string {
+	if holder == "" {
+		return "an unnamed holder"
+	}
+	return strconv.Quote(holder)
 }
 
 func stateColor(state string) string {

@@ -38,7 +38,7 @@ either way every holder of a lease it raises has to acquire again.
 
 --force is required; on a terminal fence asks for confirmation unless --yes
 is given. With --json it prints {"floor", "raised": [{"lease", "fence",
-"previous_fence", "previous_state", "previous_owner"}]}.
+"previous_fence", "previous_state", "previous_owner", "previous_holder"}]}.
 
 See docs/RUNBOOK.md, "After a restore or a replica promotion".`
 
@@ -133,17 +133,18 @@ type raisedJSON struct {
 }
 
 type raisedLeaseJSON struct {
-	Lease         string `json:"lease"`
-	Fence         int64  `json:"fence"`
-	PreviousFence int64  `json:"previous_fence"`
-	PreviousState string `json:"previous_state"`
-	PreviousOwner string `json:"previous_owner"`
+	Lease          string `json:"lease"`
+	Fence          int64  `json:"fence"`
+	PreviousFence  int64  `json:"previous_fence"`
+	PreviousState  string `json:"previous_state"`
+	PreviousOwner  string `json:"previous_owner"`
+	PreviousHolder string `json:"previous_holder"`
 }
 
 func raisedToJSON(r fence.Raised) raisedJSON {
 	out := raisedJSON{Floor: r.Floor, Raised: make([]raisedLeaseJSON, len(r.Leases))}
 	for i, l := range r.Leases {
-		out.Raised[i] = raisedLeaseJSON{l.Name, r.Floor, l.Fence, string(l.State), l.Owner}
+		out.Raised[i] = raisedLeaseJSON{l.Name, r.Floor, l.Fence, string(l.State), l.Owner, l.Holder}
 	}
 	return out
 }
@@ -161,9 +162,9 @@ func (a *app) raisedTable(r fence.Raised) error {
 	}
 	fmt.Fprintf(a.stdout, "raised %d lease(s) to fence %s and revoked them; %d had a holder, who can no longer renew, write or complete\n",
 		len(r.Leases), itoa(r.Floor), held)
-	t := newTable(a.stdout, a.color(), 1, stateColor, "NAME", "WAS", "OWNER", "FENCE WAS")
+	t := newTable(a.stdout, a.color(), 1, stateColor, "NAME", "WAS", "HOLDER", "FENCE WAS")
 	for _, l := range r.Leases {
-		t.row(l.Name, string(l.State), short(l.Owner), itoa(l.Fence))
+		t.row(l.Name, string(l.State), holderCell(l.Holder, l.State), itoa(l.Fence))
 	}
 	return t.flush()
 }

@@ -46,14 +46,17 @@ func TestRaiseFences(t *testing.T) {
 			t.Fatalf("raise-fences --json: %v", r)
 		}
 		want := []raisedLeaseJSON{
-			{Lease: "busy", Fence: floor, PreviousFence: busy.Fence, PreviousState: "held", PreviousOwner: busy.Owner},
-			{Lease: "done", Fence: floor, PreviousFence: done.Fence, PreviousState: "released", PreviousOwner: done.Owner},
+			{Lease: "busy", Fence: floor, PreviousFence: busy.Fence, PreviousState: "held", PreviousOwner: busy.Owner, PreviousHolder: busy.Holder},
+			{Lease: "done", Fence: floor, PreviousFence: done.Fence, PreviousState: "released", PreviousOwner: done.Owner, PreviousHolder: done.Holder},
+		}
+		if busy.Holder == "" || done.Holder == "" {
+			t.Errorf("the leases should name their holders: %+v %+v", busy, done)
 		}
 		if got.Floor != floor || len(got.Raised) != 2 || got.Raised[0] != want[0] || got.Raised[1] != want[1] {
 			t.Errorf("raise-fences --json: %+v\nwant floor %d, %+v", got, floor, want)
 		}
 		for _, name := range []string{"busy", "done"} {
-			if l := b.lease(t, name); l.State != "revoked" || l.Fence != floor || l.Owner != "" {
+			if l := b.lease(t, name); l.State != "revoked" || l.Fence != floor || l.Owner != "" || l.Holder != "" {
 				t.Errorf("%s after the raise: %+v", name, l)
 			}
 		}

@@ -23,7 +23,8 @@ releasing someone else's is always a forced revoke. On a terminal, fence asks
 for confirmation unless --yes is given.
 
 With --json it prints {"lease", "fence", "previous_fence", "previous_state",
-"previous_owner"}: fence is the new fence.`
+"previous_owner", "previous_holder"}: fence is the new fence; the revoked
+lease has no holder any more (its runs keep the name).`
 
 func (a *app) releaseCmd() *cobra.Command {
 	var force, yes bool
@@ -77,16 +78,17 @@ func (a *app) releaseCmd() *cobra.Command {
 			}
 			if a.json {
 				return writeJSON(a.stdout, struct {
-					Lease         string `json:"lease"`
-					Fence         int64  `json:"fence"`
-					PreviousFence int64  `json:"previous_fence"`
-					PreviousState string `json:"previous_state"`
-					PreviousOwner string `json:"previous_owner"`
-				}{name, f, before.Fence, string(before.State), before.Owner})
+					Lease          string `json:"lease"`
+					Fence          int64  `json:"fence"`
+					PreviousFence  int64  `json:"previous_fence"`
+					PreviousState  string `json:"previous_state"`
+					PreviousOwner  string `json:"previous_owner"`
+					PreviousHolder string `json:"previous_holder"`
+				}{name, f, before.Fence, string(before.State), before.Owner, before.Holder})
 			}
 			msg := fmt.Sprintf("revoked lease %s: fence is now %d", quoteName(name), f)
 			if before.State == fence.StateHeld {
-				msg += fmt.Sprintf("; its holder (fence %d, owner %s) can no longer renew, write or complete", before.Fence, short(before.Owner))
+				msg += fmt.Sprintf("; its holder %s (fence %d) can no longer renew, write or complete", holderText(before.Holder), before.Fence)
 			} else {
 				msg += fmt.Sprintf(" (it was %s at fence %d)", before.State, before.Fence)
 			}
@@ -103,7 +105,7 @@ func (a *app) releaseCmd() *cobra.Command {
 func (a *app) confirm(l fence.LeaseInfo) (bool, error) {
 	what := fmt.Sprintf("lease %s (%s, fence %d", quoteName(l.Name), l.State, l.Fence)
 	if l.State == fence.StateHeld {
-		what += fmt.Sprintf(", owner %s, expires in %s", short(l.Owner), human(l.Remaining))
+		what += fmt.Sprintf(", held by %s, expires in %s", holderText(l.Holder), human(l.Remaining))
 	}
 	what += ")"
 	fmt.Fprintf(a.stderr, "Revoke %s? Its holder's renewals and fenced writes will be refused. [y/N] ", what)

@@ -24,7 +24,9 @@ import (
 const runLong = `Run CMD as a singleton job under lease NAME:
 
  1. Acquire the lease (with --wait D, keep trying for up to D) and record a
-    run in the run ledger. If the acquire itself took so long (a locked
+    run in the run ledger, both under the holder name --holder (default
+    host:pid of this fence process), which 'fence leases', 'fence runs' and
+    a refused 'fence run' show. If the acquire itself took so long (a locked
     table, a slow database) that less than TTL/3 is left before the renew
     deadline, CMD is not started: fence exits 76 and says so.
  2. Start CMD in its own process group with these variables added to the
@@ -123,6 +125,7 @@ type runOpts struct {
 	argv             []string
 	metricsAddr      string
 	exportDSN        bool
+	holder           string
 }
 
 type processKey struct{}
@@ -156,6 +159,7 @@ func (a *app) runCmd() *cobra.Command {
 	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
 	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. :9102)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
+	fl.StringVar(&o.holder, "holder", "", "record the lease and the run as held by `NAME` (default host:pid of this fence process), shown by 'fence leases', 'fence runs' and to a refused 'fence run'")
 	fl.BoolVar(&o.exportDSN, "export-dsn", false, "pass the DSN, password included, to CMD as $FENCE_DSN (off: CMD does not get it)")
 	return cmd
 }
@@ -177,6 +181,11 @@ func (o runOpts) validate() error {
 	}
 	if err := fence.ValidateTTL(o.ttl); err != nil {
 		return usagef("use a duration such as 30s or 2m", "--ttl: %v", err)
+	}
+	if o.holder != "" {
+		if err := fence.ValidateHolder(o.holder); err != nil {
+			return usagef("a holder name is 1 to 255 bytes of printable UTF-8, such as web-3:4121", "--holder: %v", err)
+		}
 	}
 	if o.ttl < minRunTTL {
 		return usagef("use a duration such as 30s or 2m", "--ttl %v is too short to be renewed reliably; the minimum is %v", o.ttl, minRunTTL)
@@ -209,6 +218,9 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	}
 	var storeOpts []fence.Option
 	var runOpts []fence.RunOption
+	if o.holder != "" {
+		storeOpts = append(storeOpts, fence.WithHolder(o.holder))
+	}
 	if o.metricsAddr != "" {
 		m := fenceprom.New()
 		reg := prometheus.NewRegistry()
@@ -354,8 +366,8 @@ func (a *app) notAcquired(ctx context.Context, s *fence.Store, o runOpts, err er
 		}
 		return err
 	}
-	msg := fmt.Sprintf("lease %s is held by fence %d (owner %s%s) for another %s by the database clock",
-		quoteName(o.lease), held.Fence, short(held.Owner), a.holderDetail(ctx, s, held), human(held.Remaining))
+	msg := fmt.Sprintf("lease %s is held by %s (fence %d%s) for another %s by the database clock",
+		quoteName(o.lease), holderText(held.Holder), held.Fence, a.holderDetail(ctx, s, held), human(held.Remaining))
 	hint := fmt.Sprintf("--wait %s waits for it; 'fence leases' shows every holder", suggestWait(held.Remaining))
 	if o.wait > 0 {
 		msg = fmt.Sprintf("still held after waiting %s: %s", human(o.wait), msg)
@@ -364,8 +376,9 @@ func (a *app) notAcquired(ctx context.Context, s *fence.Store, o runOpts, err er
 	return fail(ExitNotAcquired, errors.New(msg), hint)
 }
 
-// holderDetail is ", pid P on HOST" from the holder's running run, if it is
-// a fence run that recorded it.
+// holderDetail is ", run R" from the holder's running run, if it is a
+// fence run, and ", pid P on HOST" from the run's detail when the holder has
+// no name (a fence from before names were recorded).
 func (a *app) holderDetail(ctx context.Context, s *fence.Store, held *fence.HeldError) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -378,7 +391,11 @@ func (a *app) holderDetail(ctx context.Context, s *fence.Store, held *fence.Held
 		if r.Fence != held.Fence || json.Unmarshal(r.Result, &d) != nil || d.PID == 0 {
 			continue
 		}
-		out := fmt.Sprintf(", run %d, pid %d", r.ID, d.PID)
+		out := fmt.Sprintf(", run %d", r.ID)
+		if held.Holder != "" {
+			return out
+		}
+		out += fmt.Sprintf(", pid %d", d.PID)
 		if d.Host != "" {
 			out += " on " + cellText(clip(d.Host))
 		}

@@ -114,9 +114,9 @@ func TestRunContention(t *testing.T) {
 		if strings.Contains(r.stdout, "must-not-run") {
 			t.Errorf("the second command ran: %v", r)
 		}
-		oneErrorLine(t, r, fmt.Sprintf("lease contended is held by fence %d (owner ", b.lease(t, "contended").Fence))
-		if !regexp.MustCompile(`for another [0-9.]+m?s by the database clock`).MatchString(r.stderr) ||
-			!strings.Contains(r.stderr, "pid "+strconv.Itoa(a.cmd.Process.Pid)) {
+		host, _ := os.Hostname()
+		oneErrorLine(t, r, fmt.Sprintf("lease contended is held by %q (fence %d, run ", host+":"+strconv.Itoa(a.cmd.Process.Pid), b.lease(t, "contended").Fence))
+		if !regexp.MustCompile(`for another [0-9.]+m?s by the database clock`).MatchString(r.stderr) {
 			t.Errorf("the holder and its time left should be named: %s", r.stderr)
 		}
 
@@ -198,7 +198,7 @@ func TestRunForwardsSignals(t *testing.T) {
 func TestRunWait(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
-		a := b.start(t, "run", "--lease", "queue", "--ttl", "10s", "--", "sh", "-c", "touch "+started+"; sleep 3")
+		a := b.start(t, "run", "--lease", "queue", "--ttl", "10s", "--holder", "batch-1", "--", "sh", "-c", "touch "+started+"; sleep 3")
 		waitFile(t, started, 30*time.Second)
 		held := b.lease(t, "queue").Fence
 
@@ -209,7 +209,7 @@ func TestRunWait(t *testing.T) {
 		if rs.code != ExitNotAcquired {
 			t.Errorf("--wait 300ms on a lease held for 3s: want 75: %v", rs)
 		}
-		oneErrorLine(t, rs, fmt.Sprintf("still held after waiting 300ms: lease queue is held by fence %d", held))
+		oneErrorLine(t, rs, fmt.Sprintf("still held after waiting 300ms: lease queue is held by %q (fence %d, run ", "batch-1", held))
 		if rs.elapsed < 300*time.Millisecond {
 			t.Errorf("--wait 300ms gave up after %v", rs.elapsed)
 		}
@@ -257,10 +257,11 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 		}
 
 		f1 := b.lease(t, "revoked").Fence
+		host, _ := os.Hostname()
 		rel := time.Now()
 		r := b.fence(t, "release", "revoked", "--force", "--yes")
 		f2 := b.lease(t, "revoked").Fence
-		if r.code != 0 || f2 <= f1 || !strings.Contains(r.stdout, fmt.Sprintf("revoked lease revoked: fence is now %d; its holder (fence %d, owner ", f2, f1)) {
+		if r.code != 0 || f2 <= f1 || !strings.Contains(r.stdout, fmt.Sprintf("revoked lease revoked: fence is now %d; its holder %q (fence %d) can no longer", f2, host+":"+strconv.Itoa(a.cmd.Process.Pid), f1)) {
 			t.Fatalf("release --force (fence %d before): %v", f1, r)
 		}
 		ra := a.wait(time.Minute)
@@ -323,26 +324,28 @@ func TestListingsJSON(t *testing.T) {
 		if r := b.fence(t, "runs", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 			t.Errorf("no runs: want []: %v", r)
 		}
-		if r := b.fence(t, "run", "--lease", "done", "true"); r.code != 0 {
+		if r := b.fence(t, "run", "--lease", "done", "--holder", "batch-7 (eu)", "true"); r.code != 0 {
 			t.Fatal(r)
 		}
 		started := filepath.Join(b.dir, "started")
 		p := b.start(t, "run", "--lease", "busy", "--ttl", "20s", "--", "sh", "-c", "touch "+started+"; sleep 30")
 		waitFile(t, started, 30*time.Second)
+		host, _ := os.Hostname()
+		busyHolder := host + ":" + strconv.Itoa(p.cmd.Process.Pid) // fence run's default
 
 		var leases []map[string]any
 		r := b.fence(t, "leases", "--json")
 		if err := jsonUnmarshal(r.stdout, &leases); err != nil || len(leases) != 2 {
 			t.Fatalf("leases --json: %v\n%v", err, r)
 		}
-		wantKeys(t, leases[0], "name", "state", "owner", "fence", "expires_at", "expires_in_ms", "acquired_at", "updated_at", "db_now")
+		wantKeys(t, leases[0], "name", "state", "owner", "holder", "fence", "expires_at", "expires_in_ms", "acquired_at", "updated_at", "db_now")
 		busy, done := leases[0], leases[1] // ordered by name
 		// A fence is the database clock in µs: a plain JSON integer, below
 		// 2^53 so that JavaScript and float64 readers get it exactly.
 		busyFence := b.lease(t, "busy").Fence
 		if busy["name"] != "busy" || busy["state"] != "held" || busy["fence"] != float64(busyFence) || busyFence <= 0 ||
-			busyFence >= 1<<53 || len(busy["owner"].(string)) != 32 {
-			t.Errorf("held lease: %v (fence %d)", busy, busyFence)
+			busyFence >= 1<<53 || len(busy["owner"].(string)) != 32 || busy["holder"] != busyHolder {
+			t.Errorf("held lease: %v (fence %d, holder %s)", busy, busyFence, busyHolder)
 		}
 		if !strings.Contains(r.stdout, `"fence": `+strconv.FormatInt(busyFence, 10)+",") {
 			t.Errorf("leases --json should print the fence as a plain integer:\n%s", r.stdout)
@@ -355,7 +358,7 @@ func TestListingsJSON(t *testing.T) {
 				t.Errorf("%s = %v, want RFC 3339 UTC with milliseconds", k, busy[k])
 			}
 		}
-		if done["state"] != "released" || done["expires_at"] != nil || done["expires_in_ms"] != nil {
+		if done["state"] != "released" || done["expires_at"] != nil || done["expires_in_ms"] != nil || done["holder"] != "batch-7 (eu)" {
 			t.Errorf("released lease: %v", done)
 		}
 
@@ -364,8 +367,11 @@ func TestListingsJSON(t *testing.T) {
 		if err := jsonUnmarshal(r.stdout, &runs); err != nil || len(runs) != 2 {
 			t.Fatalf("runs --json: %v\n%v", err, r)
 		}
-		wantKeys(t, runs[0], "id", "lease", "owner", "fence", "status", "started_at", "finished_at", "duration_ms", "exit_code", "error", "result")
+		wantKeys(t, runs[0], "id", "lease", "owner", "holder", "fence", "status", "started_at", "finished_at", "duration_ms", "exit_code", "error", "result")
 		running, finished := runs[0], runs[1]
+		if running["holder"] != busyHolder || finished["holder"] != "batch-7 (eu)" {
+			t.Errorf("run holders %v, %v; want %s, batch-7 (eu)", running["holder"], finished["holder"], busyHolder)
+		}
 		if running["lease"] != "busy" || running["status"] != "running" || running["finished_at"] != nil ||
 			running["duration_ms"] != nil || running["exit_code"] != nil || running["error"] != nil {
 			t.Errorf("running run: %v", running)
@@ -385,14 +391,15 @@ func TestListingsJSON(t *testing.T) {
 
 		// The tables, for people.
 		r = b.fence(t, "leases")
-		if !regexp.MustCompile(`(?m)^NAME +STATE +OWNER +FENCE +EXPIRES IN\n`).MatchString(r.stdout) ||
-			!regexp.MustCompile(`(?m)^busy +held +[0-9a-f]{8} +`+strconv.FormatInt(busyFence, 10)+` +[0-9.]+s$`).MatchString(r.stdout) ||
+		if !regexp.MustCompile(`(?m)^NAME +STATE +HOLDER +FENCE +EXPIRES IN\n`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^busy +held +`+regexp.QuoteMeta(busyHolder)+` +`+strconv.FormatInt(busyFence, 10)+` +[0-9.]+s$`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^done +released +batch-7 \(eu\) +\d+ +-$`).MatchString(r.stdout) ||
 			strings.Contains(r.stdout, "\x1b") {
 			t.Errorf("leases table:\n%s", r.stdout)
 		}
 		r = b.fence(t, "runs")
-		if !regexp.MustCompile(`(?m)^ID +LEASE +FENCE +STATUS +STARTED +DURATION +EXIT +ERROR\n`).MatchString(r.stdout) ||
-			!regexp.MustCompile(`(?m)^\d+ +busy +`+strconv.FormatInt(busyFence, 10)+` +running +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
+		if !regexp.MustCompile(`(?m)^ID +LEASE +FENCE +STATUS +HOLDER +STARTED +DURATION +EXIT +ERROR\n`).MatchString(r.stdout) ||
+			!regexp.MustCompile(`(?m)^\d+ +busy +`+strconv.FormatInt(busyFence, 10)+` +running +`+regexp.QuoteMeta(busyHolder)+` +\S+ \S+ +[0-9.]+m?s… +- +-$`).MatchString(r.stdout) {
 			t.Errorf("runs table:\n%s", r.stdout)
 		}
 		p.signal(syscall.SIGTERM)

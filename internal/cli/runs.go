@@ -19,6 +19,7 @@ type runJSON struct {
 	ID         int64           `json:"id"`
 	Lease      string          `json:"lease"`
 	Owner      string          `json:"owner"`
+	Holder     string          `json:"holder"`
 	Fence      int64           `json:"fence"`
 	Status     string          `json:"status"`
 	StartedAt  *string         `json:"started_at"`
@@ -34,6 +35,7 @@ func runToJSON(r fence.RunInfo) runJSON {
 		ID:         r.ID,
 		Lease:      r.Lease,
 		Owner:      r.Owner,
+		Holder:     r.Holder,
 		Fence:      r.Fence,
 		Status:     string(r.Status),
 		StartedAt:  jsonTime(r.StartedAt),
@@ -67,14 +69,18 @@ completion. STATUS is one of
   lost       its worker lost the lease, or its completion was rejected as stale
   abandoned  a newer owner of the same lease started a run while it was running
 
-A stale worker can never move a run to succeeded or failed: that write is
-fenced by the lease.
+HOLDER is the name the run's lease owner went by ('fence run --holder', by
+default host:pid of the fence process), kept when the lease changes hands
+or is revoked. A stale worker can never move a run to succeeded or failed:
+that write is fenced by the lease.
 
 --json prints an array (empty: []) of objects with these fields:
 
   id           integer  run id, increasing
   lease        string   lease name
   owner        string   full owner token of the acquisition the run belongs to
+  holder       string   the name of that acquisition's owner ("" when none
+                        was recorded)
   fence        integer  fence of that acquisition
   status       string   running | succeeded | failed | lost | abandoned
   started_at   string   RFC 3339 UTC, milliseconds, database time
@@ -215,7 +221,7 @@ func validStatus(s fence.RunStatus) bool {
 
 // runsTable prints runs; dbNow, when set, times the running ones.
 func (a *app) runsTable(w io.Writer, rs []fence.RunInfo, dbNow time.Time) error {
-	t := newTable(w, a.color(), 3, stateColor, "ID", "LEASE", "FENCE", "STATUS", "STARTED", "DURATION", "EXIT", "ERROR")
+	t := newTable(w, a.color(), 3, stateColor, "ID", "LEASE", "FENCE", "STATUS", "HOLDER", "STARTED", "DURATION", "EXIT", "ERROR")
 	for _, r := range rs {
 		dur := "-"
 		switch {
@@ -228,7 +234,11 @@ func (a *app) runsTable(w io.Writer, rs []fence.RunInfo, dbNow time.Time) error 
 		if r.ExitCode != nil {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
-		t.row(itoa(r.ID), r.Lease, itoa(r.Fence), string(r.Status), tableTime(r.StartedAt), dur, exit, clip(oneLine(r.Error)))
+		holder := r.Holder
+		if holder == "" {
+			holder = unnamed
+		}
+		t.row(itoa(r.ID), r.Lease, itoa(r.Fence), string(r.Status), holder, tableTime(r.StartedAt), dur, exit, clip(oneLine(r.Error)))
 	}
 	return t.flush()
 }

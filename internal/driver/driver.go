@@ -37,6 +37,7 @@ const (
 type Lease struct {
 	Name          string
 	Owner         string // "" after a revoke
+	Holder        string // the owner's name; "" after a revoke, or on a row from before schema v3
 	Fence         int64
 	State         string
 	LeasedUntilMs int64 // 0 after release or revoke
@@ -54,9 +55,10 @@ type TokenParams struct {
 
 // AcquireParams asks for a lease for TTLMs milliseconds of database time.
 type AcquireParams struct {
-	Name  string
-	Owner string
-	TTLMs int64
+	Name   string
+	Owner  string
+	Holder string // stored only by an acquisition that succeeds
+	TTLMs  int64
 }
 
 // AcquireResult says whether the lease was taken. When Acquired is false and
@@ -88,6 +90,7 @@ type Run struct {
 	ID           int64
 	Lease        string
 	Owner        string
+	Holder       string // the lease row's holder when the run started; "" before schema v3
 	Fence        int64
 	Status       string
 	StartedAtMs  int64
@@ -151,12 +154,14 @@ type Driver interface {
 	// LeaseList returns the lease rows f selects ordered by name, and the
 	// database now.
 	LeaseList(ctx context.Context, f LeaseFilter) ([]Lease, int64, error)
-	// LeaseRevoke bumps the fence of an existing lease and clears its owner.
+	// LeaseRevoke bumps the fence of an existing lease and clears its owner
+	// and holder.
 	// ok is false when there is no such lease.
 	LeaseRevoke(ctx context.Context, name string) (newFence int64, ok bool, err error)
 	// LeaseRaiseFences sets the fence of every lease whose fence is below
 	// floor to floor and revokes it, in one transaction; floor 0 means the
-	// database clock in microseconds. It returns the floor used and the rows
+	// database clock in microseconds; a raised lease's owner and holder are
+	// cleared, as a revoke clears them. It returns the floor used and the rows
 	// as they were before, ordered by name.
 	LeaseRaiseFences(ctx context.Context, floor int64) (used int64, raised []RaisedLease, err error)
 	// Now returns the database clock.
@@ -178,7 +183,8 @@ type Driver interface {
 	// expression, for statements that stamp rows with database time.
 	NowSQL() string
 
-	// RunStart records a running run for a valid token, and marks older
+	// RunStart records a running run for a valid token, with the holder name
+	// its lease row carries, and marks older
 	// running runs of the same lease with lower fences abandoned, in one
 	// transaction. ok is false when the token is not valid.
 	RunStart(ctx context.Context, p StartRunParams) (id int64, ok bool, err error)

@@ -137,7 +137,7 @@ func TestPage(t *testing.T) {
 			t.Errorf("the hostile lease name is not shown escaped:\n%s", leases)
 		}
 		row := `<tr data-lease="nightly-report"><td class="name"><a href="?lease=nightly-report">nightly-report</a></td><td class="state held">held</td>` +
-			`<td class="owner">` + f.job.Token.Owner[:8] + `</td>` +
+			`<td class="holder">` + f.store.Holder() + `</td>` +
 			`<td class="fence num">` + spans(f.job.Token.Fence) + `</td>`
 		if !strings.Contains(leases, row) {
 			t.Errorf("no row %s in\n%s", row, leases)

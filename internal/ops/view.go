@@ -33,15 +33,18 @@ type leasesView struct {
 type leaseView struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
-	// Holder is who holds the lease now, "" unless it is held: a released
-	// or expired lease has no holder, whatever its row still says. See
-	// holder for what identifies one.
+	// Holder is the name the lease's owner went by (fence.WithHolder), ""
+	// unless it is held now: a released, revoked or expired lease has no
+	// holder, whatever its row still says. HolderText is how the page shows
+	// it (see holderText).
 	Holder string `json:"holder"`
-	// Owner and OwnerShort are Holder under their former names, for the
-	// clients that read them. The full owner token is never served: with
-	// it and the fence, anyone could renew, release or write as the holder.
+	// Owner and OwnerShort are the first 8 characters of the owner token,
+	// for the clients that read them, also only while held. The full owner
+	// token is never served: with it and the fence, anyone could renew,
+	// release or write as the holder.
 	Owner      string `json:"owner"`
 	OwnerShort string `json:"owner_short"`
+	HolderText string `json:"holder_text"`
 	Fence      int64  `json:"fence"`
 	ExpiresAt  string `json:"expires_at"` // "" when released or revoked
 	// ExpiresInMs is ExpiresAt minus the database's now: negative once
@@ -66,12 +69,13 @@ type runsView struct {
 }
 
 type runView struct {
-	ID     int64  `json:"id"`
-	Lease  string `json:"lease"`
-	Holder string `json:"holder"` // see holder
-	Owner  string `json:"owner"`  // Holder, under its former name
+	ID    int64  `json:"id"`
+	Lease string `json:"lease"`
+	Owner string `json:"owner"` // the 8-character prefix, as in leaseView
 
 	OwnerShort string `json:"owner_short"`
+	Holder     string `json:"holder"` // the holder name of the token that started the run
+	HolderText string `json:"holder_text"`
 	Fence      int64  `json:"fence"`
 	Status     string `json:"status"`
 	StartedAt  string `json:"started_at"`
@@ -86,11 +90,11 @@ type runView struct {
 	Error      string `json:"error"`
 }
 
-// holder is the holder identity the page shows for an owner token. The
-// full token is the holder's secret, and this page has readers who are not
-// the holder; its first 8 characters (32 bits) tell holders apart on the
-// page and are far too few to act as one. When leases and runs record a
-// holder name, this is the one place to return it instead.
+// holder is the short form of an owner token that the JSON still serves
+// as owner/owner_short. The full token is the holder's secret, and this
+// page has readers who are not the holder; its first 8 characters (32 bits)
+// tell holders apart and are far too few to act as one. People read the
+// holder name (Holder, HolderText) instead.
 func holder(owner string) string { return short(owner) }
 
 // leaseQuery selects the leases of a page or an /api/leases request.
@@ -152,8 +156,8 @@ func (h *handler) leases(ctx context.Context, q leaseQuery) (leasesView, error) 
 func leaseToView(l fence.LeaseInfo) leaseView {
 	v := leaseView{Name: l.Name, State: string(l.State), Fence: l.Fence, ExpiresIn: "–", UpdatedAt: stamp(l.UpdatedAt)}
 	if l.State == fence.StateHeld {
-		v.Holder = holder(l.Owner)
-		v.Owner, v.OwnerShort = v.Holder, v.Holder
+		v.Holder, v.HolderText = l.Holder, holderText(l.Holder, true)
+		v.Owner, v.OwnerShort = holder(l.Owner), holder(l.Owner)
 	}
 	if l.ExpiresAt.IsZero() {
 		return v
@@ -214,8 +218,8 @@ func (h *handler) runs(ctx context.Context, q runQuery) (runsView, error) {
 }
 
 func runToView(r fence.RunInfo, now time.Time) runView {
-	h := holder(r.Owner)
-	v := runView{ID: r.ID, Lease: r.Lease, Holder: h, Owner: h, OwnerShort: h, Fence: r.Fence,
+	v := runView{ID: r.ID, Lease: r.Lease, Holder: r.Holder, HolderText: holderText(r.Holder, true),
+		Owner: holder(r.Owner), OwnerShort: holder(r.Owner), Fence: r.Fence,
 		Status: string(r.Status), StartedAt: stamp(r.StartedAt), Started: human(now.Sub(r.StartedAt)) + " ago",
 		Finished: "–", ExitCode: r.ExitCode, Exit: "–", Error: r.Error}
 	if r.FinishedAt.IsZero() {
@@ -255,6 +259,19 @@ func short(owner string) string {
 		return owner[:8]
 	}
 	return owner
+}
+
+// holderText is a holder name as the page shows it: the name, "(unnamed)"
+// for a row written before fence recorded names (when someone held it),
+// or "–" for nobody (a revoked lease).
+func holderText(holder string, held bool) string {
+	switch {
+	case holder != "":
+		return holder
+	case held:
+		return "(unnamed)"
+	}
+	return "–"
 }
 
 // human formats a duration the way the CLI's tables do (the page's script

@@ -27,7 +27,8 @@
 -- every IF tests only leased_until_ms and leased_until_ms is assigned last.
 -- Unqualified columns in the UPDATE part are the existing row's.
 -- VALUES(col) is deprecated in MySQL 8.0.20+ and the row alias that replaces
--- it does not exist in MariaDB, so owner and ttl are bound twice instead.
+-- it does not exist in MariaDB, so owner, holder and ttl are bound twice
+-- instead.
 --
 -- {{now}} is the statement's start time, the same for every IF. A statement
 -- that waited for the row lock judges expiry at an earlier instant than the
@@ -35,10 +36,11 @@
 -- lapsed, and it grants a lease that ends a little early. Both are safe.
 -- (SYSDATE() would change between the IFs.)
 INSERT INTO {{prefix}}leases
-    (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count)
-VALUES (?, ?, LAST_INSERT_ID({{floor_us}}), 'held', {{now}} + ?, {{now}}, {{now}}, 0)
+    (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count, holder)
+VALUES (?, ?, LAST_INSERT_ID({{floor_us}}), 'held', {{now}} + ?, {{now}}, {{now}}, 0, ?)
 ON DUPLICATE KEY UPDATE
     owner_token     = IF(leased_until_ms <= {{now}}, ?, owner_token),
+    holder          = IF(leased_until_ms <= {{now}}, ?, holder),
     fence_token     = IF(leased_until_ms <= {{now}}, LAST_INSERT_ID(GREATEST(fence_token + 1, {{floor_us}})), fence_token + LAST_INSERT_ID(0)),
     state           = IF(leased_until_ms <= {{now}}, 'held', state),
     acquired_at_ms  = IF(leased_until_ms <= {{now}}, {{now}}, acquired_at_ms),

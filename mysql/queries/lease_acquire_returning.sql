@@ -7,5 +7,5 @@
 -- MariaDB 10.11; a trigger on the table, which zeroes the insert id of the
 -- OK packet, does not touch it. {{now}} is the same statement-start instant
 -- as in the IFs.
-RETURNING LAST_INSERT_ID(), lease_name, owner_token, fence_token, state,
+RETURNING LAST_INSERT_ID(), lease_name, owner_token, holder, fence_token, state,
     leased_until_ms, acquired_at_ms, updated_at_ms, {{now}}

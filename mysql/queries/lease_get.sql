@@ -1,2 +1,2 @@
-SELECT lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, {{now}}
+SELECT lease_name, owner_token, holder, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, {{now}}
 FROM {{prefix}}leases WHERE lease_name = ?

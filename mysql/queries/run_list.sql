@@ -1,5 +1,5 @@
 -- The last pair is the keyset cursor of the next page (0: from the newest).
-SELECT run_id, lease_name, owner_token, fence_token, status, started_at_ms, COALESCE(finished_at_ms, 0),
+SELECT run_id, lease_name, owner_token, holder, fence_token, status, started_at_ms, COALESCE(finished_at_ms, 0),
        COALESCE(result, ''), COALESCE(error_text, ''), exit_code
 FROM {{prefix}}runs
 WHERE (? = '' OR lease_name = ?) AND (? = '' OR status = ?) AND (? = 0 OR run_id < ?)

@@ -1,4 +1,5 @@
--- Acquire in one statement and one round trip. $1 name, $2 owner, $3 ttl ms.
+-- Acquire in one statement and one round trip. $1 name, $2 owner, $3 ttl ms,
+-- $4 holder name.
 --
 -- One instant (clock, materialised because clock_timestamp() is volatile) is
 -- used for the expiry test, the new leased_until/acquired_at and the reported
@@ -26,18 +27,19 @@ WITH clock AS (
     SELECT {{now_ms}} AS now_ms, {{floor_us}} AS floor_us
 ),
 cur AS (
-    SELECT l.owner_token, l.fence_token, l.state, l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
+    SELECT l.owner_token, l.holder, l.fence_token, l.state, l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
     FROM {{prefix}}leases AS l
     WHERE l.lease_name = $1::text
 ),
 won AS (
     INSERT INTO {{prefix}}leases AS l
-        (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count)
-    SELECT $1::text, $2::text, clock.floor_us, 'held', clock.now_ms + $3::bigint, clock.now_ms, clock.now_ms, 0
+        (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count, holder)
+    SELECT $1::text, $2::text, clock.floor_us, 'held', clock.now_ms + $3::bigint, clock.now_ms, clock.now_ms, 0, $4::text
     FROM clock
     WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.leased_until_ms > clock.now_ms)
     ON CONFLICT (lease_name) DO UPDATE SET
         owner_token     = EXCLUDED.owner_token,
+        holder          = EXCLUDED.holder,
         fence_token     = GREATEST(l.fence_token + 1, EXCLUDED.fence_token),
         state           = 'held',
         leased_until_ms = EXCLUDED.leased_until_ms,
@@ -51,10 +53,10 @@ won AS (
 -- caller treats a missing or expired cur row as "holder unknown" (we lost a
 -- race to a generation our snapshot cannot see).
 SELECT true, won.fence_token, won.leased_until_ms, clock.now_ms,
-       NULL::text, NULL::text, NULL::bigint, NULL::bigint
+       NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text
 FROM won CROSS JOIN clock
 UNION ALL
 SELECT false, cur.fence_token, cur.leased_until_ms, clock.now_ms,
-       cur.owner_token::text, cur.state::text, cur.acquired_at_ms, cur.updated_at_ms
+       cur.owner_token::text, cur.state::text, cur.acquired_at_ms, cur.updated_at_ms, cur.holder::text
 FROM clock LEFT JOIN cur ON true
 WHERE NOT EXISTS (SELECT 1 FROM won)

@@ -5,7 +5,7 @@
 WITH clock AS (
     SELECT {{now_ms}} AS now_ms
 )
-SELECT clock.now_ms, l.lease_name, l.owner_token, l.fence_token, l.state,
+SELECT clock.now_ms, l.lease_name, l.owner_token, l.holder, l.fence_token, l.state,
        l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
 FROM clock LEFT JOIN {{prefix}}leases AS l ON l.lease_name > $1::text
 ORDER BY l.lease_name

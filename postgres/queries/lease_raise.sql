@@ -16,20 +16,20 @@ WITH f AS (
     SELECT COALESCE(NULLIF($1::bigint, 0), {{floor_us}}) AS floor_us, {{now_ms}} AS now_ms
 ),
 old AS (
-    SELECT l.lease_name, l.owner_token, l.fence_token, l.state, l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
+    SELECT l.lease_name, l.owner_token, l.holder, l.fence_token, l.state, l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
     FROM {{prefix}}leases AS l, f
     WHERE l.fence_token < f.floor_us
     FOR UPDATE OF l
 ),
 raised AS (
     UPDATE {{prefix}}leases AS l
-    SET fence_token = f.floor_us, owner_token = '', state = 'revoked',
+    SET fence_token = f.floor_us, owner_token = '', holder = '', state = 'revoked',
         leased_until_ms = 0, updated_at_ms = f.now_ms
     FROM old, f
     WHERE l.lease_name = old.lease_name
     RETURNING l.lease_name, l.fence_token
 )
-SELECT f.floor_us, f.now_ms, r.lease_name, r.owner_token, r.fence_token, r.state,
+SELECT f.floor_us, f.now_ms, r.lease_name, r.owner_token, r.holder, r.fence_token, r.state,
        r.leased_until_ms, r.acquired_at_ms, r.updated_at_ms, r.new_fence
 FROM f LEFT JOIN (
     SELECT old.*, raised.fence_token AS new_fence

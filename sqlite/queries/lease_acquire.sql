@@ -6,10 +6,11 @@
 -- in SQLite, and the transaction holds the write lock, so the check and the
 -- takeover cannot interleave with another writer.
 INSERT INTO {{prefix}}leases AS l
-    (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count)
-VALUES (?1, ?2, {{floor_us}}, 'held', {{now}} + ?3, {{now}}, {{now}}, 0)
+    (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count, holder)
+VALUES (?1, ?2, {{floor_us}}, 'held', {{now}} + ?3, {{now}}, {{now}}, 0, ?4)
 ON CONFLICT (lease_name) DO UPDATE SET
     owner_token     = excluded.owner_token,
+    holder          = excluded.holder,
     fence_token     = max(l.fence_token + 1, excluded.fence_token),
     state           = 'held',
     leased_until_ms = excluded.leased_until_ms,
