@@ -53,11 +53,20 @@ var queries embed.FS
 // for the duration of one statement.
 const now = "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
 
-// floorUs is the database clock in integer microseconds, the floor below
-// which no new fence goes (docs/adr/0004-fence-floor.md). SQLite's clock has
-// millisecond resolution, so it is now times 1000: within one millisecond
-// successive fences are floor+1, floor+2, ...
-const floorUs = "(" + now + " * 1000)"
+// floorUs is the clock in integer microseconds, the floor below which no
+// new fence goes (docs/adr/0004-fence-floor.md). SQLite's own clock has
+// millisecond resolution: a table restored within the millisecond of its
+// last acquisition would hand that fence out again (seen in the conformance
+// suite's rollback case). So the statement also takes the Go clock in
+// microseconds, bound as the statement's last numbered parameter (see
+// floorArg): an embedded database runs on the host whose clock SQLite
+// reads, the same wall clock at a finer grain. It only raises the floor;
+// validity is judged by 'now' alone. (Not a named parameter: SQLite gives a
+// name that comes before ?1 in the text the number 1, the same slot as ?1.)
+const floorUs = "max(" + now + " * 1000, ?%d)"
+
+// floorArg is the Go clock's part of {{floor_us}}.
+func floorArg() int64 { return time.Now().UnixMicro() }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 
@@ -174,7 +183,7 @@ func New(db *sql.DB, prefix string) (*Driver, error) {
 }
 
 func (d *Driver) expand(s string) string {
-	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", now, "{{floor_us}}", floorUs).Replace(s)
+	return strings.NewReplacer("{{prefix}}", d.prefix, "{{now}}", now, "{{floor_us:2}}", fmt.Sprintf(floorUs, 2), "{{floor_us:5}}", fmt.Sprintf(floorUs, 5), "{{floor_us:1}}", fmt.Sprintf(floorUs, 1)).Replace(s)
 }
 
 // Dialect returns "sqlite".
@@ -256,7 +265,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		return driver.AcquireResult{}, err
 	}
 	var r driver.AcquireResult
-	err = writeOne(ctx, st, []any{p.Name, p.Owner, p.TTLMs, p.Holder}, &r.Fence, &r.LeasedUntilMs, &r.NowMs)
+	err = writeOne(ctx, st, []any{p.Name, p.Owner, p.TTLMs, p.Holder, floorArg()}, &r.Fence, &r.LeasedUntilMs, &r.NowMs)
 	if err == nil {
 		r.Acquired = true
 		return r, nil
@@ -392,7 +401,7 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 		return 0, false, err
 	}
 	var f int64
-	err = writeOne(ctx, st, []any{name}, &f)
+	err = writeOne(ctx, st, []any{name, floorArg()}, &f)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -625,7 +634,7 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []dr
 			return err
 		}
 		if floor == 0 {
-			if err := tx.QueryRowContext(ctx, d.q["lease_raise_floor"]).Scan(&floor); err != nil {
+			if err := tx.QueryRowContext(ctx, d.q["lease_raise_floor"], floorArg()).Scan(&floor); err != nil {
 				return err
 			}
 		}

@@ -7,7 +7,7 @@
 -- takeover cannot interleave with another writer.
 INSERT INTO {{prefix}}leases AS l
     (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count, holder)
-VALUES (?1, ?2, {{floor_us}}, 'held', {{now}} + ?3, {{now}}, {{now}}, 0, ?4)
+VALUES (?1, ?2, {{floor_us:5}}, 'held', {{now}} + ?3, {{now}}, {{now}}, 0, ?4)
 ON CONFLICT (lease_name) DO UPDATE SET
     owner_token     = excluded.owner_token,
     holder          = excluded.holder,

@@ -4,6 +4,6 @@
 -- (docs/adr/0004-fence-floor.md). A revoked lease has no holder: its name
 -- goes with the owner token (the run ledger keeps who held it).
 UPDATE {{prefix}}leases
-SET fence_token = max(fence_token + 1, {{floor_us}}), owner_token = '', holder = '', state = 'revoked', leased_until_ms = 0, updated_at_ms = {{now}}
+SET fence_token = max(fence_token + 1, {{floor_us:2}}), owner_token = '', holder = '', state = 'revoked', leased_until_ms = 0, updated_at_ms = {{now}}
 WHERE lease_name = ?1
 RETURNING fence_token
