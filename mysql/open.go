@@ -334,6 +334,9 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 		return &driver.SettingError{Msg: "mysql: the session isolation level is READ-UNCOMMITTED: fence's reads would report uncommitted leases; " +
 			"use READ-COMMITTED or REPEATABLE-READ (transaction_isolation in the server configuration)"}
 	}
+	if _, err := d.detectGalera(ctx, c); err != nil {
+		return err
+	}
 	if readOnly != 0 {
 		return &driver.SettingError{Msg: "mysql: the session is read-only (transaction_read_only=1): fence cannot take or renew a lease; " +
 			"connect to a writable server and unset transaction_read_only"}

@@ -132,7 +132,7 @@ wsrep_node_incoming_address=127.0.0.1:$(node_port "$n")
 wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$(node_gport "$n");ist.recv_addr=127.0.0.1:$((GPORT + 10 + n - 1));gcache.size=64M"
 wsrep_sst_method=rsync
 wsrep_sst_receive_address=127.0.0.1:$((GPORT + 20 + n - 1))
-wsrep_slave_threads=2
+wsrep_slave_threads=1
 EOF
 }
 
