@@ -188,7 +188,7 @@ type staleWriter struct {
 	// failure reaches the caller as the server's error (1213), not as
 	// ErrLost; nothing committed either way.
 	callerCommits bool
-	write func(ctx context.Context, s *fence.Store, db *sql.DB, tok fence.Token, target string, id int) error
+	write         func(ctx context.Context, s *fence.Store, db *sql.DB, tok fence.Token, target string, id int) error
 }
 
 // nowMs is the database clock in milliseconds, for the guards the test
@@ -312,8 +312,12 @@ func TestGaleraStaleWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Node 2 has A's acquisition, node 1 everything before the lag.
-			syncRead(t, c.dbs[1], func(c *sql.Conn) error { return c.PingContext(ctx) })
-			syncRead(t, c.dbs[0], func(c *sql.Conn) error { return c.PingContext(ctx) })
+			for _, db := range c.dbs[:2] {
+				syncRead(t, db, func(c *sql.Conn) error {
+					var n int
+					return c.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+prefix+"leases").Scan(&n)
+				})
+			}
 
 			release := lagApplier(t, c.dsns[0], c.dbs[1], lag)
 			if _, err := s2.Revoke(ctx, name); err != nil {
