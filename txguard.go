@@ -108,8 +108,9 @@ func (s *Store) guardedStmt(ctx context.Context, tx *sql.Tx, t Token, q string, 
 		return 0, s.wrap("fenced write", t.Lease, err)
 	}
 	if n == 0 {
-		// The guard just matched the lease row in this transaction.
-		return 0, fmt.Errorf("%w (lease %q fence %d)", ErrNoMatch, t.Lease, t.Fence)
+		// The predicate's clock is the statement's start, a little later
+		// than the guard's: the lease may have lapsed in between.
+		return 0, s.noRows(ctx, t, "write")
 	}
 	return n, nil
 }

@@ -173,6 +173,17 @@ var params = map[string]param{
 	"transaction_isolation":    oneOf(isoWhy, isoValues...),
 	"tx_isolation":             oneOf(isoWhy, isoValues...),
 	"innodb_lock_wait_timeout": isSeconds,
+	// MariaDB Galera: which statements first wait until the node has applied
+	// what the cluster committed before them (a bitmask, 0-15; 7 = reads,
+	// updates, deletes and inserts), so that a client sees its own writes
+	// made through another node. Fencing does not depend on it
+	// (docs/adr/0006-galera.md).
+	"wsrep_sync_wait": func(v string) error {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 15 || v[0] == '+' {
+			return errors.New("must be a whole number from 0 to 15")
+		}
+		return nil
+	},
 	"lock_wait_timeout":        isSeconds,
 }
 

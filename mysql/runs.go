@@ -121,11 +121,47 @@ func (d *Driver) RunPrune(ctx context.Context, lease string, olderThanMs int64) 
 
 // RunSweep marks running runs of invalid generations lost.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
+	if g, err := d.FencedWritesNeedTx(ctx); err != nil {
+		return 0, err
+	} else if g {
+		return d.runSweepGalera(ctx)
+	}
 	res, err := d.exec(ctx, d.q["run_sweep"])
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// runSweepGalera is RunSweep on a Galera node: one transaction that writes
+// the lease rows it judges dead, then marks their runs lost, both at one
+// database time (run_sweep_galera*.sql), run again when certification or
+// InnoDB rolled it back.
+func (d *Driver) runSweepGalera(ctx context.Context) (int64, error) {
+	var n int64
+	err := d.retryDeadlock(ctx, func() error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var now int64
+		if err := tx.QueryRowContext(ctx, d.q["now"]).Scan(&now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.q["run_sweep_galera_bump"], now); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.q["run_sweep_galera"], now, now)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	return n, err
 }
 
 // RunGet reads one run.
