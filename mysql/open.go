@@ -184,7 +184,7 @@ var params = map[string]param{
 		}
 		return nil
 	},
-	"lock_wait_timeout":        isSeconds,
+	"lock_wait_timeout": isSeconds,
 }
 
 var isoValues = []string{"'READ-COMMITTED'", "'REPEATABLE-READ'", "'SERIALIZABLE'"}
