@@ -173,6 +173,10 @@ wait_synced() {
 cmd_start() {
 	mkdir -p "$DIR"
 	provision
+	# The servers run as user mysql, which must reach the data directory.
+	if ! runuser -u mysql -- test -x "$DIR" 2>/dev/null; then
+		die "user mysql cannot enter ${DIR}: make it and its parent directories traversable (chmod o+x), or set FENCE_GALERA_DIR elsewhere"
+	fi
 	local n d
 	for n in "${NODES[@]}"; do
 		d=$(node_dir "$n")
