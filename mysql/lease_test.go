@@ -432,7 +432,7 @@ func TestRenewBatch(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "('lease-%05d', 'owner-%05d', %d, 'held', %s, 0, 0, 0)", i, i, 10+i%5, until)
 		}
-		if _, err := d.db.ExecContext(ctx, "INSERT INTO "+d.prefix+"leases VALUES "+b.String()); err != nil {
+		if _, err := d.db.ExecContext(ctx, "INSERT INTO "+d.prefix+"leases (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count) VALUES "+b.String()); err != nil {
 			t.Fatal(err)
 		}
 		ts := make([]driver.TokenParams, n)
