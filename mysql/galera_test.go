@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/testdb"
@@ -458,4 +461,32 @@ func TestGaleraDetect(t *testing.T) {
 	if seq != 3 {
 		t.Fatalf("guard_seq = %d after 3 fenced writes on a Galera node, want 3", seq)
 	}
+}
+
+// TestGaleraRetryAutocommitRefused: a Galera session that re-runs failed
+// autocommit statements is refused when the store opens, naming the
+// setting; with wsrep_retry_autocommit=0 in the DSN it opens.
+func TestGaleraRetryAutocommitRefused(t *testing.T) {
+	c := galeraCluster(t)
+	cfg, err := gomysql.ParseDSN("root@tcp(" + strings.TrimSuffix(strings.TrimPrefix(c.dsns[0], "mysql://root@"), "/fence") + ")/fence")
+	if err != nil || !strings.HasPrefix(c.dsns[0], "mysql://root@") || !strings.HasSuffix(c.dsns[0], "/fence") {
+		t.Skipf("SKIP: the refusal case builds its own handle from a DSN of galera.sh's form (mysql://root@host:port/fence), got %q", c.dsns[0])
+	}
+	cfg.ClientFoundRows = true
+	cfg.Params = map[string]string{"wsrep_retry_autocommit": "1"}
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	_, err = fence.OpenDB(db, fence.MySQL, fence.WithPrefix(testdb.Prefix()))
+	if !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "wsrep_retry_autocommit") {
+		t.Fatalf("OpenDB on a session with wsrep_retry_autocommit=1: want ErrInvalid naming it, got %v", err)
+	}
+	s, err := fence.Open(context.Background(), c.dsns[0]+"?wsrep_retry_autocommit=0")
+	if err != nil {
+		t.Fatalf("Open with wsrep_retry_autocommit=0: %v", err)
+	}
+	s.Close()
 }

@@ -133,6 +133,8 @@ wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$(node_gport "$n");is
 wsrep_sst_method=rsync
 wsrep_sst_receive_address=127.0.0.1:$((GPORT + 20 + n - 1))
 wsrep_slave_threads=1
+# fence refuses a node that re-runs failed autocommit statements (mysql.CheckSession).
+wsrep_retry_autocommit=0
 EOF
 }
 
