@@ -33,6 +33,13 @@ type Execer interface {
 //
 // On MySQL, open the database with clientFoundRows=true (Open does) so that a
 // matched row that already had the new values is not counted as zero.
+//
+// On MariaDB Galera Cluster (detected when the store opens) the predicate
+// alone does not fence, so the write runs in a transaction that first
+// writes the lease row (docs/adr/0006-galera.md): ExecIn on a *sql.Tx joins
+// it, on a *sql.DB or *sql.Conn it gets its own. A takeover through another
+// node that got in first makes it fail with nothing committed: ErrLost, or a
+// retryable error (IsRetryable) while the lease is still held.
 func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (int64, error) {
 	if s.dialect == SQLite {
 		// One write transaction: a SQLite autocommit statement that reads and
@@ -63,6 +70,13 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 	if err := notSent(ctx, "fenced write", t.Lease); err != nil {
 		return 0, err
 	}
+	inTx, err := s.needsTx(ctx)
+	if err != nil {
+		return 0, s.wrap("fenced write", t.Lease, err)
+	}
+	if inTx {
+		return s.execGuarded(ctx, e, t, q, all)
+	}
 	res, err := e.ExecContext(ctx, q, all...)
 	if err != nil {
 		return 0, s.wrapWrite("fenced write", t.Lease, err)
@@ -86,6 +100,10 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 //
 // Each {{now_ms}} in query becomes the database clock in integer
 // milliseconds, so a fenced write can stamp rows with database time.
+//
+// On MariaDB Galera Cluster the predicate does not fence by itself (its
+// share lock is local to one node): run the statement inside a transaction
+// after CheckTx, which there writes the lease row (docs/adr/0006-galera.md).
 func (s *Store) Fenced(t Token, query string, args ...any) (string, []any, error) {
 	if err := validateToken(t); err != nil {
 		return "", nil, err
@@ -160,18 +178,26 @@ func (s *Store) noRows(ctx context.Context, t Token, op string) error {
 // not called and the error wraps ErrLost. fn's error rolls back.
 //
 // Keep fn short: the share lock delays renewals and takeovers of this lease
-// until commit. Under REPEATABLE READ or SERIALIZABLE a racing takeover can
+// until commit. On MariaDB Galera CheckTx writes the lease row instead, and a
+// takeover through another node that got in first makes the COMMIT fail,
+// nothing committed: ErrLost, or a retryable error while the lease is still
+// held (docs/adr/0006-galera.md). Under REPEATABLE READ or SERIALIZABLE a racing takeover can
 // surface as a serialization failure, reported as retryable (IsRetryable).
 func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) error {
 	if err := validateToken(t); err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.CheckTx(ctx, tx, t); err != nil {
 			return err
 		}
 		return fn(tx)
 	})
+	if inTx, _ := s.needsTx(ctx); inTx {
+		// A certification failure at COMMIT refused the whole transaction.
+		return s.explainConflict(ctx, t, "transaction", err)
+	}
+	return err
 }
 
 // CheckTx locks the lease row in share mode inside the caller's transaction

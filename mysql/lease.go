@@ -360,10 +360,19 @@ func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
 }
 
 // LockTx share-locks the lease row in the caller's transaction and reports
-// whether the token is valid (see lock_tx.sql).
+// whether the token is valid (see lock_tx.sql). On a Galera node it writes
+// the row instead (galera_guard.sql): a share lock there fences nothing
+// against the other nodes.
 func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (bool, error) {
+	g, err := d.FencedWritesNeedTx(ctx)
+	if err != nil {
+		return false, err
+	}
+	if g {
+		return d.galeraGuard(ctx, tx, t)
+	}
 	var n int64
-	err := tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	err = tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
 	return n > 0, err
 }
 

@@ -25,7 +25,8 @@ const (
 // and returns the schema version.
 //
 // DDL commits implicitly in MySQL, so a transaction cannot serialise two
-// migrating processes; a named lock (GET_LOCK) on one connection does. The
+// migrating processes; a named lock (GET_LOCK) on one connection does (on
+// one server: on Galera, see below). The
 // lock belongs to the session: if this process dies, the server frees it.
 func (d *Driver) Migrate(ctx context.Context) (int, error) {
 	conn, err := d.db.Conn(ctx)
@@ -47,7 +48,17 @@ func (d *Driver) Migrate(ctx context.Context) (int, error) {
 			conn.Raw(func(any) error { return sqldriver.ErrBadConn })
 		}
 	}()
-	return d.migrate(ctx, conn)
+	// On MariaDB Galera GET_LOCK is local to one node, so migrations through
+	// two nodes can meet; the loser's statement fails certification (1213)
+	// and the whole migration runs again, which completes what the other
+	// one did (every step is re-runnable, see migrate).
+	var v int
+	err = d.retryDeadlock(ctx, func() error {
+		var err error
+		v, err = d.migrate(ctx, conn)
+		return err
+	})
+	return v, err
 }
 
 // migrateLock waits for the migration lock in short GET_LOCK calls so that

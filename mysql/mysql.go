@@ -90,7 +90,10 @@ type Driver struct {
 	// returning is whether the server takes INSERT ... RETURNING (MariaDB
 	// 10.5+): returningUnknown until the first acquire asks.
 	returning atomic.Int32
-	stmts     *stmtCache
+	// galera is whether the server is a Galera node (galera.go):
+	// galeraUnknown until CheckSession or the first fenced write asks.
+	galera atomic.Int32
+	stmts  *stmtCache
 }
 
 const (

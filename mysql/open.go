@@ -173,7 +173,22 @@ var params = map[string]param{
 	"transaction_isolation":    oneOf(isoWhy, isoValues...),
 	"tx_isolation":             oneOf(isoWhy, isoValues...),
 	"innodb_lock_wait_timeout": isSeconds,
-	"lock_wait_timeout":        isSeconds,
+	// MariaDB Galera: the server must not re-run a statement that failed
+	// certification (CheckSession refuses a Galera session otherwise).
+	"wsrep_retry_autocommit": oneOf("fence requires wsrep_retry_autocommit=0 on Galera: a re-run acquire or revoke "+
+		"reports an outcome other than the one committed", "0"),
+	// MariaDB Galera: which statements first wait until the node has applied
+	// what the cluster committed before them (a bitmask, 0-15; 7 = reads,
+	// updates, deletes and inserts), so that a client sees its own writes
+	// made through another node. Fencing does not depend on it
+	// (docs/adr/0006-galera.md).
+	"wsrep_sync_wait": func(v string) error {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 15 || v[0] == '+' {
+			return errors.New("must be a whole number from 0 to 15")
+		}
+		return nil
+	},
+	"lock_wait_timeout": isSeconds,
 }
 
 var isoValues = []string{"'READ-COMMITTED'", "'REPEATABLE-READ'", "'SERIALIZABLE'"}
@@ -301,6 +316,11 @@ func (quiet) Print(...any) {}
 //   - the isolation level must not be READ UNCOMMITTED: IsHeld, Get and the
 //     run ledger's reads would report uncommitted acquisitions;
 //   - the session must not be read-only;
+//   - on a MariaDB Galera node, wsrep_retry_autocommit must be 0: the node
+//     re-runs an autocommit statement that failed certification, and the
+//     acquire (RETURNING) and the revoke (LAST_INSERT_ID) then answer with
+//     an outcome that was not the one committed (measured with the torture
+//     harness across three nodes);
 //   - affected rows must count matched rows (CLIENT_FOUND_ROWS, a client
 //     capability no variable shows, so it is tested on a TEMPORARY table:
 //     found_rows_*.sql). This needs the CREATE TEMPORARY TABLES privilege.
@@ -333,6 +353,20 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 	if strings.EqualFold(iso, "READ-UNCOMMITTED") {
 		return &driver.SettingError{Msg: "mysql: the session isolation level is READ-UNCOMMITTED: fence's reads would report uncommitted leases; " +
 			"use READ-COMMITTED or REPEATABLE-READ (transaction_isolation in the server configuration)"}
+	}
+	if g, err := d.detectGalera(ctx, c); err != nil {
+		return err
+	} else if g {
+		var retries int64
+		if err := c.QueryRowContext(ctx, d.q["galera_retry_autocommit"]).Scan(&retries); err != nil {
+			return err
+		}
+		if retries != 0 {
+			return &driver.SettingError{Msg: fmt.Sprintf("mysql: this Galera node re-runs an autocommit statement that failed certification "+
+				"(wsrep_retry_autocommit=%d): fence's acquire and revoke would then report an outcome other than the one committed "+
+				"(measured: an acquisition reported with a fence that never committed); "+
+				"add wsrep_retry_autocommit=0 to the DSN or set it in the server configuration", retries)}
+		}
 	}
 	if readOnly != 0 {
 		return &driver.SettingError{Msg: "mysql: the session is read-only (transaction_read_only=1): fence cannot take or renew a lease; " +

@@ -27,12 +27,21 @@ func (d *Driver) RunStart(ctx context.Context, p driver.StartRunParams) (id int6
 }
 
 func (d *Driver) runStart(ctx context.Context, p driver.StartRunParams) (int64, bool, error) {
+	g, err := d.FencedWritesNeedTx(ctx)
+	if err != nil {
+		return 0, false, err
+	}
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, false, err
 	}
 	defer tx.Rollback()
 	t := p.Token
+	if g {
+		if ok, err := d.galeraGuard(ctx, tx, t); err != nil || !ok {
+			return 0, false, err
+		}
+	}
 	res, err := tx.ExecContext(ctx, d.q["run_start"], t.Name, t.Owner, t.Fence, p.Detail, t.Name, t.Owner, t.Fence, t.Name, t.Owner, t.Fence)
 	if err != nil {
 		return 0, false, err
@@ -53,10 +62,47 @@ func (d *Driver) runStart(ctx context.Context, p driver.StartRunParams) (int64, 
 	return id, true, nil
 }
 
-// RunFinish is the fenced completion (run_finish.sql).
+// RunFinish is the fenced completion (run_finish.sql). On a Galera node it
+// is a transaction that writes the lease row first (galera.go), run again
+// when certification or InnoDB rolled it back as a deadlock victim.
 func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool, error) {
 	t := p.Token
-	return d.execOne(ctx, d.q["run_finish"], t.Name, p.Status, p.Result, p.Error, p.ExitCode, p.ID, t.Fence, t.Owner, t.Fence)
+	args := []any{t.Name, p.Status, p.Result, p.Error, p.ExitCode, p.ID, t.Fence, t.Owner, t.Fence}
+	g, err := d.FencedWritesNeedTx(ctx)
+	if err != nil || !g {
+		if err != nil {
+			return false, err
+		}
+		return d.execOne(ctx, d.q["run_finish"], args...)
+	}
+	var ok bool
+	err = d.retryDeadlock(ctx, func() error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if ok, err = d.galeraGuard(ctx, tx, t); err != nil || !ok {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.q["run_finish"], args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if ok = n > 0; !ok {
+			return nil // the rollback undoes the guard's bump
+		}
+		if err := tx.Commit(); err != nil {
+			ok = false
+			return err
+		}
+		return nil
+	})
+	return ok, err
 }
 
 // RunMarkLost marks a still-running run lost.
@@ -80,11 +126,47 @@ func (d *Driver) RunPrune(ctx context.Context, lease string, olderThanMs int64) 
 
 // RunSweep marks running runs of invalid generations lost.
 func (d *Driver) RunSweep(ctx context.Context) (int64, error) {
+	if g, err := d.FencedWritesNeedTx(ctx); err != nil {
+		return 0, err
+	} else if g {
+		return d.runSweepGalera(ctx)
+	}
 	res, err := d.exec(ctx, d.q["run_sweep"])
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// runSweepGalera is RunSweep on a Galera node: one transaction that writes
+// the lease rows it judges dead, then marks their runs lost, both at one
+// database time (run_sweep_galera*.sql), run again when certification or
+// InnoDB rolled it back.
+func (d *Driver) runSweepGalera(ctx context.Context) (int64, error) {
+	var n int64
+	err := d.retryDeadlock(ctx, func() error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var now int64
+		if err := tx.QueryRowContext(ctx, d.q["now"]).Scan(&now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, d.q["run_sweep_galera_bump"], now); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, d.q["run_sweep_galera"], now, now)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	return n, err
 }
 
 // RunGet reads one run.

@@ -9,6 +9,7 @@
 //	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --pgx --duration 60s   # pgx-native stores
 //	go run ./cmd/fence-torture --unsafe --duration 10s   # the control: must report violations
 //	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --old-fence-rule --faults rollback --duration 10s   # must report fences reused
+//	go run ./cmd/fence-torture --dsn 'mysql://root@127.0.0.1:3311/fence?wsrep_sync_wait=7' --client-dsns 'mysql://root@127.0.0.1:3311/fence?wsrep_sync_wait=7,mysql://root@127.0.0.1:3312/fence?wsrep_sync_wait=7,mysql://root@127.0.0.1:3313/fence?wsrep_sync_wait=7' --faults pause,skew,cancel   # Galera (clusters/galera/galera.sh): clients over the 3 nodes
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +34,8 @@ func run() int {
 	var cfg torture.Config
 	faults := "all"
 	flag.StringVar(&cfg.DSN, "dsn", "", "database DSN (default: a SQLite file in a temporary directory)")
+	var clientDSNs string
+	flag.StringVar(&clientDSNs, "client-dsns", "", "comma-separated DSNs of a cluster's nodes (MariaDB Galera) to spread the clients over, client i on node i mod n; --dsn stays the harness's own (add wsrep_sync_wait=7 to each on Galera)")
 	flag.IntVar(&cfg.Clients, "clients", 16, "concurrent clients, each with its own store")
 	flag.IntVar(&cfg.Leases, "leases", 3, "lease names, each with a protected row")
 	flag.DurationVar(&cfg.Duration, "duration", 0, "how long to run (0: until --ops)")
@@ -51,6 +55,11 @@ func run() int {
 	flag.BoolVar(&strict, "strict-acquire", strict, "take an acquire reported as a definite failure at its word: one that committed is a violation (--strict-acquire=false models it as maybe and counts such commits on the summary's FINDING line)")
 	flag.Parse()
 	cfg.LenientAcquire = !strict
+	for _, d := range strings.Split(clientDSNs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			cfg.ClientDSNs = append(cfg.ClientDSNs, d)
+		}
+	}
 	if cfg.Duration == 0 && cfg.Ops == 0 {
 		cfg.Duration = 10 * time.Second
 	}

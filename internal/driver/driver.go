@@ -132,6 +132,23 @@ type LeaseFilter struct {
 	Limit int    // 0: no limit
 }
 
+// TxGuard is an optional interface of a Driver on whose server GuardSQL's
+// predicate does not fence a write by itself: MariaDB Galera certifies only
+// the rows a transaction writes, so a share lock taken on one node never
+// holds off a takeover committed through another (docs/adr/0006). When
+// FencedWritesNeedTx reports true, the root runs every fenced write in a
+// transaction that begins with LockTx, which on such a server writes the
+// lease row under the token's condition: a takeover that got in first, on
+// any node, then makes the transaction fail (a definite error, nothing
+// committed) or match no row. The driver guards RunStart and RunFinish the
+// same way itself. A driver without it, or reporting false, is used as
+// before, with the same SQL.
+type TxGuard interface {
+	// FencedWritesNeedTx reports whether fenced writes must run in a
+	// transaction that starts with LockTx. It may ask the server once.
+	FencedWritesNeedTx(ctx context.Context) (bool, error)
+}
+
 // Driver is implemented by each database package.
 type Driver interface {
 	// Dialect names the SQL dialect: "sqlite", "postgres" or "mysql".
@@ -175,7 +192,8 @@ type Driver interface {
 	GuardSQL(t TokenParams, first int) (predicate string, args []any)
 	// LockTx share-locks the lease row inside the caller's transaction and
 	// reports whether the token is valid by the database clock. It takes a
-	// transaction only: on a pool the lock would end with the statement.
+	// transaction only: on a pool the lock would end with the statement. On a
+	// TxGuard server it writes the lease row instead (see TxGuard).
 	LockTx(ctx context.Context, tx *sql.Tx, t TokenParams) (bool, error)
 	// Placeholder reports the dialect's placeholder style: "?" or "$".
 	Placeholder() string

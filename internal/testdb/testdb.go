@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +51,23 @@ func env(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// GaleraDSNs returns the node DSNs of a MariaDB Galera cluster from
+// FENCE_TEST_GALERA (comma-separated, e.g. clusters/galera/galera.sh dsns),
+// or nil when it is unset: the Galera suites need a cluster of their own
+// and run only when given one; FENCE_REQUIRE_DBS=1 then makes an
+// unreachable node fail them.
+func GaleraDSNs() []string {
+	v := os.Getenv("FENCE_TEST_GALERA")
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

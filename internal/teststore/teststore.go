@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,6 +34,25 @@ var (
 	Postgres = Backend{Name: "postgres", env: "FENCE_TEST_POSTGRES", dsn: func(testing.TB) string { return testdb.PostgresDSN() }}
 	MySQL    = Backend{Name: "mysql", env: "FENCE_TEST_MYSQL", dsn: func(testing.TB) string { return testdb.MySQLDSN() }}
 )
+
+// Galera is a MariaDB Galera cluster given by FENCE_TEST_GALERA (its node
+// DSNs). Each store opens on the next node in turn, so a case's stores are
+// spread over the nodes, with wsrep_sync_wait=7 so that one sees what
+// another committed through another node first, as on one server. Without
+// FENCE_TEST_GALERA a test on it skips, even under FENCE_REQUIRE_DBS=1.
+var Galera = Backend{Name: "galera", env: "FENCE_TEST_GALERA", dsn: func(t testing.TB) string {
+	dsns := testdb.GaleraDSNs()
+	if len(dsns) == 0 {
+		t.Skip("SKIP galera suite: set FENCE_TEST_GALERA to the node DSNs of a Galera cluster (clusters/galera/galera.sh)")
+	}
+	dsn := dsns[int(galeraNext.Add(1))%len(dsns)]
+	if strings.Contains(dsn, "?") {
+		return dsn + "&wsrep_sync_wait=7"
+	}
+	return dsn + "?wsrep_sync_wait=7"
+}}
+
+var galeraNext atomic.Uint32
 
 // Backends lists SQLite, PostgreSQL and MySQL.
 var Backends = []Backend{SQLite, Postgres, MySQL}

@@ -81,6 +81,13 @@ type Config struct {
 	// PostgreSQL or MySQL/MariaDB, the harness starts a private server of
 	// that kind instead and only the dialect is taken from DSN.
 	DSN string
+	// ClientDSNs, when set, spreads the clients over several servers of one
+	// database cluster (MariaDB Galera nodes): client i opens its store on
+	// ClientDSNs[i % len]; DSN stays the harness's own (setup, barriers).
+	// The restart, proxy and rollback faults act on one server and are
+	// refused with it. On Galera give every DSN wsrep_sync_wait=7: reads
+	// are linearizable across nodes only then, and the model checks them.
+	ClientDSNs []string
 	// Clients run concurrently, each with its own Store (own pool, own
 	// clock), like separate processes.
 	Clients int

@@ -201,6 +201,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.OldFenceRule && h.d != fence.Postgres {
 		return nil, fmt.Errorf("torture: the old-fence-rule control needs a PostgreSQL DSN (its triggers rewrite NEW, which only PostgreSQL's RETURNING reports), not %s", h.d)
 	}
+	if len(cfg.ClientDSNs) > 0 {
+		for _, f := range []string{FaultRestart, FaultProxy, FaultRollback} {
+			if cfg.Faults[f] {
+				return nil, fmt.Errorf("torture: the %s fault acts on one server; leave it out with several client DSNs", f)
+			}
+		}
+		for _, c := range cfg.ClientDSNs {
+			if d, err := fence.ParseDSN(c); err != nil {
+				return nil, err
+			} else if d.Dialect != h.d {
+				return nil, fmt.Errorf("torture: client DSN %s is %s, the admin DSN %s", d.Redacted, d.Dialect, h.d)
+			}
+		}
+	}
 	if cfg.Faults[FaultProxy] && h.d == fence.SQLite {
 		return nil, errors.New("torture: the proxy fault needs a networked database (SQLite runs in process); leave it out for sqlite")
 	}
@@ -289,7 +303,11 @@ func (h *harness) setup(ctx context.Context) error {
 			c.skew = hours
 			c.clock = fence.SkewedClock{Offset: hours}
 		}
-		s, err := h.openStore(ctx, h.clientDSN, prefix, c.clock, h.cfg.Pgx)
+		dsn := h.clientDSN
+		if n := len(h.cfg.ClientDSNs); n > 0 {
+			dsn = h.cfg.ClientDSNs[i%n]
+		}
+		s, err := h.openStore(ctx, dsn, prefix, c.clock, h.cfg.Pgx)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# clusters/galera/galera.sh — a 3-node MariaDB Galera cluster on this machine,
+# for fence's cluster tests (docs/CLUSTERS.md). Never touches the server on
+# 3306: every node has its own datadir, socket, ports and config file, and
+# mariadbd is started with --defaults-file, so /etc/mysql is not read.
+#
+#   galera.sh start          bootstrap node 1, join 2 and 3 by rsync SST, wait
+#                            until every node says wsrep_cluster_size=3, Synced
+#   galera.sh stop           shut every node down (SIGKILL after 60 s)
+#   galera.sh status         one line per node
+#   galera.sh dsn N          node N's fence DSN (mysql://root@127.0.0.1:PORT/fence)
+#   galera.sh dsns           the three DSNs, comma-separated (FENCE_TEST_GALERA)
+#   galera.sh kill N         SIGKILL node N (a crash)
+#   galera.sh rejoin N       start node N again and wait until it is Synced
+#   galera.sh sql N SQL...   run SQL on node N as root
+#   galera.sh clean          stop, then remove the data directory
+#
+# Settings (environment):
+#   FENCE_GALERA_DIR         data directory (default ${TMPDIR:-/tmp}/fence-galera);
+#                            node N lives in $FENCE_GALERA_DIR/nodeN
+#   FENCE_GALERA_PORT        first client port (default 3311: nodes 3311-3313)
+#   FENCE_GALERA_GCOMM_PORT  first group port (default 45671); IST uses
+#                            +10 (45681…), SST (rsync) +20 (45691…)
+#   FENCE_GALERA_WAIT        seconds to wait for a node (default 120)
+# Under CI=true or FENCE_CI_PROVISION=1 a missing galera-4, rsync or
+# mariadb-server is apt-get installed; otherwise their absence is an error.
+set -euo pipefail
+
+DIR=${FENCE_GALERA_DIR:-${TMPDIR:-/tmp}/fence-galera}
+PORT=${FENCE_GALERA_PORT:-3311}
+GPORT=${FENCE_GALERA_GCOMM_PORT:-45671}
+WAIT=${FENCE_GALERA_WAIT:-120}
+PROVIDER=/usr/lib/galera/libgalera_smm.so
+MARIADBD=/usr/sbin/mariadbd
+NODES=(1 2 3)
+
+log() { printf '[galera %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() {
+	printf '[galera %s] ERROR: %s\n' "$(date +%T)" "$*" >&2
+	exit 1
+}
+
+client() { command -v mariadb || command -v mysql; }
+
+node_dir() { echo "${DIR}/node$1"; }
+node_port() { echo $((PORT + $1 - 1)); }
+node_gport() { echo $((GPORT + $1 - 1)); }
+node_sock() { echo "$(node_dir "$1")/mysqld.sock"; }
+node_pidfile() { echo "$(node_dir "$1")/mysqld.pid"; }
+
+# sql N ARGS…: the client as root over node N's socket (unix_socket auth: we
+# are root), batch mode, no column names.
+sql() {
+	local n=$1
+	shift
+	"$(client)" --no-defaults -uroot --socket="$(node_sock "$n")" --connect-timeout=3 -N -B "$@"
+}
+
+status_var() { # status_var N NAME: a wsrep status value, "" when unreachable
+	{ sql "$1" -e "SHOW GLOBAL STATUS LIKE '$2'" 2>/dev/null || true; } | cut -f2
+}
+
+node_pid() {
+	local f
+	f=$(node_pidfile "$1")
+	[[ -s "$f" ]] && cat "$f"
+}
+
+node_alive() {
+	local pid
+	pid=$(node_pid "$1") || return 1
+	kill -0 "$pid" 2>/dev/null
+}
+
+provision() {
+	local missing=()
+	[[ -f $PROVIDER ]] || missing+=(galera-4)
+	command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+	[[ -x $MARIADBD ]] || missing+=(mariadb-server)
+	command -v mariadb-install-db >/dev/null 2>&1 || missing+=(mariadb-server)
+	client >/dev/null 2>&1 || missing+=(mariadb-client)
+	command -v ss >/dev/null 2>&1 || command -v lsof >/dev/null 2>&1 || missing+=(iproute2)
+	((${#missing[@]} == 0)) && return 0
+	if [[ "${CI:-}" != "true" && "${FENCE_CI_PROVISION:-}" != "1" ]]; then
+		die "missing: ${missing[*]}; apt-get install them (or rerun with CI=true / FENCE_CI_PROVISION=1)"
+	fi
+	log "apt-get install ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+	# The mariadb-server postinst may start the distribution's server on
+	# 3306; ours never use that port.
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null >"${DIR}/apt-get.log" 2>&1 ||
+		{
+			tail -n 30 "${DIR}/apt-get.log" >&2
+			die "apt-get install ${missing[*]} failed"
+		}
+}
+
+write_config() {
+	local n=$1 d addrs="" i
+	d=$(node_dir "$n")
+	for i in "${NODES[@]}"; do addrs+="${addrs:+,}127.0.0.1:$(node_gport "$i")"; done
+	cat >"${d}/my.cnf" <<EOF
+# written by clusters/galera/galera.sh
+[mysqld]
+user=mysql
+datadir=${d}/data
+socket=$(node_sock "$n")
+pid-file=$(node_pidfile "$n")
+log-error=${d}/error.log
+port=$(node_port "$n")
+bind-address=127.0.0.1
+skip-name-resolve
+character-set-server=utf8mb4
+collation-server=utf8mb4_general_ci
+# Galera's requirements.
+binlog_format=ROW
+default_storage_engine=InnoDB
+innodb_autoinc_lock_mode=2
+# Small and quick: a test cluster on a shared machine.
+innodb_buffer_pool_size=64M
+innodb_log_file_size=32M
+innodb_flush_log_at_trx_commit=2
+performance_schema=OFF
+max_connections=300
+wsrep_on=ON
+wsrep_provider=${PROVIDER}
+wsrep_cluster_name=fence_test_${PORT}
+wsrep_cluster_address=gcomm://${addrs}
+wsrep_node_name=node${n}
+wsrep_node_address=127.0.0.1:$(node_gport "$n")
+wsrep_node_incoming_address=127.0.0.1:$(node_port "$n")
+wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$(node_gport "$n");ist.recv_addr=127.0.0.1:$((GPORT + 10 + n - 1));gcache.size=64M"
+wsrep_sst_method=rsync
+wsrep_sst_receive_address=127.0.0.1:$((GPORT + 20 + n - 1))
+wsrep_slave_threads=1
+# fence refuses a node that re-runs failed autocommit statements (mysql.CheckSession).
+wsrep_retry_autocommit=0
+EOF
+}
+
+# start_node N [--wsrep-new-cluster]: start mariadbd in the background.
+start_node() {
+	local n=$1 d
+	shift
+	d=$(node_dir "$n")
+	node_alive "$n" && return 0
+	rm -f "$(node_pidfile "$n")"
+	# Output to the node's own log, never to our stdout: a caller reading
+	# our output through a pipe must not wait for the server to close it.
+	setsid "$MARIADBD" --defaults-file="${d}/my.cnf" "$@" </dev/null >>"${d}/mariadbd.out" 2>&1 &
+}
+
+# wait_synced N [SIZE]: node N answers, is Synced and ready, and sees at
+# least SIZE members (default 3).
+wait_synced() {
+	local n=$1 want=${2:-3} deadline=$((SECONDS + WAIT)) size state ready
+	while :; do
+		size=$(status_var "$n" wsrep_cluster_size)
+		state=$(status_var "$n" wsrep_local_state_comment)
+		ready=$(status_var "$n" wsrep_ready)
+		[[ "${size:-0}" -ge "$want" && "$state" == Synced && "$ready" == ON ]] && return 0
+		if ((SECONDS >= deadline)); then
+			tail -n 20 "$(node_dir "$n")/error.log" >&2 || true
+			die "node ${n} not synced after ${WAIT}s (cluster_size=${size:-?} state=${state:-?} ready=${ready:-?}); log: $(node_dir "$n")/error.log"
+		fi
+		# The pid file appears late (after SST); the process is there first.
+		if ! pgrep -f -- "--defaults-file=$(node_dir "$n")/my.cnf" >/dev/null; then
+			tail -n 20 "$(node_dir "$n")/error.log" >&2 || true
+			die "node ${n} is not running; log: $(node_dir "$n")/error.log"
+		fi
+		sleep 0.5
+	done
+}
+
+cmd_start() {
+	mkdir -p "$DIR"
+	provision
+	# The servers run as user mysql, which must reach the data directory.
+	if ! runuser -u mysql -- test -x "$DIR" 2>/dev/null; then
+		die "user mysql cannot enter ${DIR}: make it and its parent directories traversable (chmod o+x), or set FENCE_GALERA_DIR elsewhere"
+	fi
+	local n d
+	for n in "${NODES[@]}"; do
+		d=$(node_dir "$n")
+		mkdir -p "${d}/data"
+		write_config "$n"
+		chown -R mysql:mysql "$d"
+	done
+	if node_alive 1 && node_alive 2 && node_alive 3; then
+		log "already running in ${DIR}"
+	else
+		cmd_stop >/dev/null 2>&1 || true
+		d=$(node_dir 1)
+		if [[ ! -d "${d}/data/mysql" ]]; then
+			log "mariadb-install-db for node 1 in ${d}/data"
+			mariadb-install-db --no-defaults --user=mysql --datadir="${d}/data" --auth-root-authentication-method=socket \
+				--skip-test-db >"${d}/install.log" 2>&1 || {
+				cat "${d}/install.log" >&2
+				die "mariadb-install-db failed"
+			}
+		fi
+		# Whichever node is bootstrapped must have the newest state: after a
+		# clean stop of all three that is any of them; grastate.dat says so.
+		sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "${d}/data/grastate.dat" 2>/dev/null || true
+		log "bootstrapping node 1 on port $(node_port 1)"
+		start_node 1 --wsrep-new-cluster
+		local deadline=$((SECONDS + WAIT))
+		until [[ "$(status_var 1 wsrep_ready)" == ON ]]; do
+			((SECONDS < deadline)) || {
+				tail -n 20 "${d}/error.log" >&2
+				die "node 1 did not become ready; log: ${d}/error.log"
+			}
+			sleep 0.5
+		done
+		sql 1 -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+			GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+			CREATE DATABASE IF NOT EXISTS fence CHARACTER SET utf8mb4;"
+		for n in 2 3; do
+			# A fresh start copies node 1 (SST): whatever state an earlier run
+			# left in nodes 2 and 3 is not trusted.
+			find "$(node_dir "$n")/data" -mindepth 1 -delete
+			log "starting node ${n} on port $(node_port "$n") (SST by rsync from node 1)"
+			start_node "$n"
+			wait_synced "$n" "$n"
+		done
+	fi
+	for n in "${NODES[@]}"; do wait_synced "$n"; done
+	log "cluster of 3 is up: $(cmd_dsns)"
+}
+
+cmd_stop() {
+	local n pid deadline
+	for n in 3 2 1; do
+		pid=$(node_pid "$n") || continue
+		kill -0 "$pid" 2>/dev/null || continue
+		log "stopping node ${n} (pid ${pid})"
+		kill -TERM "$pid" 2>/dev/null || true
+		deadline=$((SECONDS + 60))
+		while kill -0 "$pid" 2>/dev/null; do
+			if ((SECONDS >= deadline)); then
+				log "node ${n} still running after 60s: SIGKILL"
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+			sleep 0.2
+		done
+	done
+}
+
+cmd_status() {
+	local n
+	for n in "${NODES[@]}"; do
+		if node_alive "$n"; then
+			printf 'node%d port %d pid %s size %s state %s ready %s\n' "$n" "$(node_port "$n")" "$(node_pid "$n")" \
+				"$(status_var "$n" wsrep_cluster_size)" "$(status_var "$n" wsrep_local_state_comment)" "$(status_var "$n" wsrep_ready)"
+		else
+			printf 'node%d port %d down\n' "$n" "$(node_port "$n")"
+		fi
+	done
+}
+
+cmd_dsn() { echo "mysql://root@127.0.0.1:$(node_port "$1")/fence"; }
+cmd_dsns() { echo "$(cmd_dsn 1),$(cmd_dsn 2),$(cmd_dsn 3)"; }
+
+cmd_kill() {
+	local pid
+	pid=$(node_pid "$1") || die "node $1 has no pid file"
+	log "SIGKILL node $1 (pid ${pid})"
+	kill -KILL "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+	rm -f "$(node_pidfile "$1")"
+}
+
+cmd_rejoin() {
+	log "restarting node $1 (IST or SST from a donor)"
+	start_node "$1"
+	wait_synced "$1"
+}
+
+check_node() { [[ "${1:-}" =~ ^[123]$ ]] || die "node must be 1, 2 or 3, got '${1:-}'"; }
+
+case "${1:-}" in
+start) cmd_start ;;
+stop) cmd_stop ;;
+status) cmd_status ;;
+dsn) check_node "${2:-}" && cmd_dsn "$2" ;;
+dsns) cmd_dsns ;;
+kill) check_node "${2:-}" && cmd_kill "$2" ;;
+rejoin) check_node "${2:-}" && cmd_rejoin "$2" ;;
+sql)
+	check_node "${2:-}"
+	n=$2
+	shift 2
+	sql "$n" -e "$*"
+	;;
+clean)
+	cmd_stop
+	rm -rf "$DIR"
+	;;
+*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|sql N SQL|clean" ;;
+esac
