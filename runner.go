@@ -56,6 +56,7 @@ type Result struct {
 type runConfig struct {
 	ttl, renewEvery, deadline, callTimeout, minHold time.Duration
 	retention                                       time.Duration
+	retry                                           time.Duration // Elect's follower poll
 	wait                                            bool
 	detail                                          any
 	onStarted                                       func(ctx context.Context, t Token)
@@ -131,6 +132,9 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 	if c.callTimeout == 0 {
 		c.callTimeout = c.renewEvery
 	}
+	if c.retry == 0 {
+		c.retry = c.renewEvery
+	}
 	switch {
 	case c.renewEvery <= 0 || c.renewEvery >= c.deadline:
 		return c, fmt.Errorf("%w: renew interval %v must be positive and below the renew deadline %v", ErrInvalid, c.renewEvery, c.deadline)
@@ -138,6 +142,8 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 		return c, fmt.Errorf("%w: renew deadline %v must be below the TTL %v", ErrInvalid, c.deadline, c.ttl)
 	case c.callTimeout <= 0:
 		return c, fmt.Errorf("%w: call timeout %v must be positive", ErrInvalid, c.callTimeout)
+	case c.retry < time.Millisecond:
+		return c, fmt.Errorf("%w: retry period %v must be at least 1ms", ErrInvalid, c.retry)
 	case c.minHold < 0:
 		return c, fmt.Errorf("%w: min hold %v is negative", ErrInvalid, c.minHold)
 	case c.retention != 0 && c.retention < time.Millisecond:
