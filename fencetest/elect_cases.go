@@ -30,9 +30,9 @@ type electEvent struct {
 	id    string
 	fence int64
 	tok   fence.Token // started: the term's token
-	cause error     // done: context.Cause of the leader's ctx
-	at    time.Time // done: when the callback saw it
-	lapse time.Time // done: fence.LapseTime of the leader's ctx then
+	cause error       // done: context.Cause of the leader's ctx
+	at    time.Time   // done: when the callback saw it
+	lapse time.Time   // done: fence.LapseTime of the leader's ctx then
 }
 
 // electLog records the callbacks of several electors on one name and
@@ -141,7 +141,9 @@ func (l *electLog) check() {
 	lastSeen := map[int]int64{}
 	var lastTerm int64
 	for i, e := range l.ev {
-		bad := func(why string) { l.t.Errorf("event %d (%d %s %d): %s; events: %v", i, e.who, e.kind, e.fence, why, l.ev) }
+		bad := func(why string) {
+			l.t.Errorf("event %d (%d %s %d): %s; events: %v", i, e.who, e.kind, e.fence, why, l.ev)
+		}
 		switch e.kind {
 		case "leader":
 			if state[e.who] == "started" || state[e.who] == "done" {
