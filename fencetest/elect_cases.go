@@ -43,11 +43,12 @@ type electLog struct {
 	ev []electEvent
 	// running is, per elector, whether one of its callbacks is running.
 	running map[int]bool
-	ch      chan electEvent
+	next    int           // wait looks at events from here on
+	added   chan struct{} // signalled when an event is added
 }
 
 func newElectLog(t *testing.T) *electLog {
-	return &electLog{t: t, running: map[int]bool{}, ch: make(chan electEvent, 1000)}
+	return &electLog{t: t, running: map[int]bool{}, added: make(chan struct{}, 1)}
 }
 
 func (l *electLog) enter(who int, e electEvent) {
@@ -70,7 +71,10 @@ func (l *electLog) add(e electEvent) {
 	l.mu.Lock()
 	l.ev = append(l.ev, e)
 	l.mu.Unlock()
-	l.ch <- e
+	select {
+	case l.added <- struct{}{}:
+	default:
+	}
 }
 
 func (l *electLog) callbacks(who int) fence.ElectionCallbacks {
@@ -101,17 +105,42 @@ func (l *electLog) callbacks(who int) fence.ElectionCallbacks {
 	}
 }
 
-// wait returns the first event after now that matches, failing t after
-// electTimeout.
+// wait returns the first event that matches after the one the last wait
+// returned, failing t after electTimeout.
 func (l *electLog) wait(what string, match func(electEvent) bool) electEvent {
+	l.t.Helper()
+	return l.find(what, true, match)
+}
+
+// seen returns the first event that matches, since the start, failing t
+// after electTimeout.
+func (l *electLog) seen(what string, match func(electEvent) bool) electEvent {
+	l.t.Helper()
+	return l.find(what, false, match)
+}
+
+func (l *electLog) find(what string, after bool, match func(electEvent) bool) electEvent {
 	l.t.Helper()
 	timeout := time.After(electTimeout)
 	for {
-		select {
-		case e := <-l.ch:
-			if match(e) {
+		l.mu.Lock()
+		from := 0
+		if after {
+			from = l.next
+		}
+		for i := from; i < len(l.ev); i++ {
+			if match(l.ev[i]) {
+				e := l.ev[i]
+				if after {
+					l.next = i + 1
+				}
+				l.mu.Unlock()
 				return e
 			}
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.added:
 		case <-timeout:
 			l.t.Fatalf("no %s within %v; events: %s", what, electTimeout, l)
 		}
@@ -224,7 +253,7 @@ func electOneLeader(t *testing.T, b Backend) {
 	}
 	first := log.wait("leader", func(e electEvent) bool { return e.kind == "started" })
 	other := 3 - first.who
-	seen := log.wait("OnNewLeader on the follower", func(e electEvent) bool { return e.who == other && e.kind == "leader" })
+	seen := log.seen("OnNewLeader on the follower", func(e electEvent) bool { return e.who == other && e.kind == "leader" })
 	if seen.fence != first.fence || seen.id != first.id {
 		t.Fatalf("follower saw leader %q fence %d; the leader is %q fence %d", seen.id, seen.fence, first.id, first.fence)
 	}
@@ -256,7 +285,7 @@ func electOutage(t *testing.T, b Backend) {
 	e1 := startElector(t, s1, log, 1, opts...)
 	old := log.wait("elector 1 leads", func(e electEvent) bool { return e.kind == "started" })
 	e2 := startElector(t, s2, log, 2, opts...)
-	log.wait("elector 2 sees elector 1", func(e electEvent) bool { return e.who == 2 && e.kind == "leader" && e.fence == old.fence })
+	log.seen("elector 2 sees elector 1", func(e electEvent) bool { return e.who == 2 && e.kind == "leader" && e.fence == old.fence })
 
 	handleFor(s1).close()
 	end := log.wait("the leader's ctx ending", func(e electEvent) bool { return e.kind == "done" })
