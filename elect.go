@@ -66,7 +66,8 @@ func WithRetryPeriod(d time.Duration) RunOption { return func(c *runConfig) { c.
 // takes over at once rather than after the TTL.
 //
 // The options that apply are WithTTL, WithRenewEvery, WithRenewDeadline,
-// WithCallTimeout, WithRetryPeriod, OnLost and WithRunLogger. Elect returns
+// WithCallTimeout (which bounds every call: renewal, read, campaign),
+// WithRetryPeriod, OnLost and WithRunLogger. Elect returns
 // ctx's error when ctx ends, or an error for bad arguments. If
 // OnStartedLeading panics, Elect steps down (releases the lease), calls
 // OnStoppedLeading and panics again with the same value.
@@ -126,7 +127,11 @@ func (e *election) run(ctx context.Context) error {
 			return err
 		}
 		wait := e.c.retry
-		info, err := e.s.Get(ctx, e.name)
+		// Each call bounded like a renewal: a follower stuck on a dead
+		// connection would not campaign when the network heals.
+		cctx, cancel := context.WithTimeout(ctx, e.c.callTimeout)
+		info, err := e.s.Get(cctx, e.name)
+		cancel()
 		switch {
 		case err == nil && info.State == StateHeld:
 			e.observe(info)
@@ -134,7 +139,9 @@ func (e *election) run(ctx context.Context) error {
 			wait = min(max(info.Remaining, 10*time.Millisecond), wait)
 		case err == nil || errors.Is(err, ErrNotFound):
 			start := time.Now()
-			l, err := e.s.Acquire(ctx, e.name, e.c.ttl)
+			cctx, cancel := context.WithTimeout(ctx, e.c.callTimeout)
+			l, err := e.s.Acquire(cctx, e.name, e.c.ttl)
+			cancel()
 			if err == nil {
 				if !l.began.IsZero() {
 					start = l.began

@@ -187,3 +187,56 @@ func TestElectLeadsAfterCallbackReturns(t *testing.T) {
 		t.Fatalf("lease after Elect returned: %+v; want released", info)
 	}
 }
+
+// A leader partitioned from its database (every byte dropped, nothing
+// closed: its renewals hang rather than fail) has its ctx cancelled before
+// its lease could lapse; a follower takes over once it lapsed, with a
+// higher fence, and a write with the partitioned leader's token is refused.
+func TestElectPartitionedLeaderStopsBeforeLapse(t *testing.T) {
+	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
+		const ttl = 3 * time.Second
+		opts := []RunOption{WithTTL(ttl), WithRetryPeriod(100 * time.Millisecond)}
+		table := s.Prefix() + "work"
+		if _, err := direct.DB().ExecContext(context.Background(), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := direct.DB().ExecContext(context.Background(), "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
+			t.Fatal(err)
+		}
+		type end struct {
+			at, lapse time.Time
+			cause     error
+		}
+		ends := make(chan end, 10)
+		a := startElect(t, s, func(ctx context.Context, _ Token) {
+			<-ctx.Done()
+			lapse, _ := LapseTime(ctx)
+			ends <- end{time.Now(), lapse, context.Cause(ctx)}
+		}, opts...)
+		old := recv(t, a.started, "the first leader")
+		b := startElect(t, direct, nil, opts...)
+		for f := recv(t, b.newLeader, "the follower's OnNewLeader"); f != old.Fence; f = recv(t, b.newLeader, "the follower's OnNewLeader") {
+		}
+
+		p.blackHole()
+		e := recv(t, ends, "the partitioned leader's ctx ending")
+		if !errors.Is(e.cause, ErrUnproven) {
+			t.Errorf("partitioned leader's ctx ended with %v, want ErrUnproven", e.cause)
+		}
+		if !e.at.Before(e.lapse) {
+			t.Errorf("partitioned leader's ctx ended %v after its lease could lapse", e.at.Sub(e.lapse))
+		}
+		next := recv(t, b.started, "the follower's takeover")
+		if next.Fence <= old.Fence {
+			t.Fatalf("takeover fence %d not above the partitioned leader's %d", next.Fence, old.Fence)
+		}
+		q := direct.Rebind("UPDATE " + table + " SET v = ? WHERE id = ? AND {{fence}}")
+		if _, err := direct.Exec(context.Background(), old, q, 1, 1); !errors.Is(err, ErrLost) {
+			t.Errorf("write with the partitioned leader's token: %v, want ErrLost", err)
+		}
+		if _, err := direct.Exec(context.Background(), next, q, 2, 1); err != nil {
+			t.Errorf("write with the new leader's token: %v", err)
+		}
+		t.Logf("partitioned leader stopped %v before its lease could lapse", e.lapse.Sub(e.at).Round(time.Millisecond))
+	})
+}
