@@ -52,10 +52,11 @@ type Config struct {
 type Keeper struct {
 	c Config
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	halt   context.CancelFunc // stops the renew loop and aborts a call in flight
-	exited chan struct{}      // closed when the renew loop has returned
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	quit     chan struct{} // closed by Stop: no renewal starts after it
+	quitOnce sync.Once
+	exited   chan struct{} // closed when the renew loop has returned
 
 	mu      sync.Mutex
 	lastOK  time.Duration // boot time at the start of the last successful renewal (or acquire)
@@ -74,12 +75,10 @@ type Keeper struct {
 func Start(parent context.Context, c Config, acquiredAt time.Time) *Keeper {
 	// Boot time, which a suspend does not stop; acquiredAt only says how
 	// long ago the acquire began.
-	k := &Keeper{c: c, lastOK: boottime.Now() - max(time.Since(acquiredAt), 0), exited: make(chan struct{})}
+	k := &Keeper{c: c, lastOK: boottime.Now() - max(time.Since(acquiredAt), 0), quit: make(chan struct{}), exited: make(chan struct{})}
 	k.ctx, k.cancel = context.WithCancelCause(parent)
-	loop, halt := context.WithCancel(context.WithoutCancel(parent))
-	k.halt = halt
 	k.armDeadline()
-	go k.run(loop)
+	go k.run(context.WithoutCancel(parent))
 	return k
 }
 
@@ -114,13 +113,15 @@ func (k *Keeper) LapseTime() time.Time {
 	return time.Now().Add(k.lastOK + k.c.TTL - boottime.Now())
 }
 
-// Stop ends the renewals, waits for the loop to return, then cancels
-// Context with cause. It returns why authority was lost — including a
+// Stop ends the renewals, waits for the loop to return (a renewal in
+// flight is let finish, within its call timeout: aborting it would cost
+// some drivers the connection the caller's next statement needs), then
+// cancels Context with cause. It returns why authority was lost — including a
 // deadline that passed before the timer could say so — or nil if the lease
 // is still held as far as the keeper knows; then the caller releases or
 // keeps it. Only the first call stops; later ones return the same.
 func (k *Keeper) Stop(cause error) error {
-	k.halt()
+	k.quitOnce.Do(func() { close(k.quit) })
 	<-k.exited
 	k.mu.Lock()
 	if k.lost == nil && !k.stopped && boottime.Now()-k.lastOK >= k.c.Deadline {
@@ -196,7 +197,7 @@ func (k *Keeper) run(ctx context.Context) {
 	for {
 		t := time.NewTimer(next)
 		select {
-		case <-ctx.Done():
+		case <-k.quit:
 			t.Stop()
 			return
 		case <-t.C:
@@ -226,8 +227,6 @@ func (k *Keeper) run(ctx context.Context) {
 			// The database said no: final, never retried.
 			k.lose(err)
 			return
-		case ctx.Err() != nil:
-			return // stopped while the call was in flight
 		default:
 			// Transient (timeout, dropped connection): retry soon, while
 			// the deadline still allows; the deadline timer ends authority
