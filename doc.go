@@ -34,6 +34,22 @@
 // Programs that use pgx without database/sql open the store over their pool
 // with OpenPool; it runs the same SQL (docs/adr/0003-pgx-native-store.md).
 //
+// # Leader election
+//
+// Elect is leader election with fencing, modelled on client-go's
+// leaderelection: every replica calls Elect with the same lease name and
+// ElectionCallbacks; at most one leads at any instant of the database
+// clock. OnStartedLeading(ctx, tok) runs while this replica leads, with the
+// term's token for fenced writes; ctx is cancelled, with a cause wrapping
+// ErrLost, when a renewal is refused or none succeeded within the renew
+// deadline, before the lease can lapse. When Elect's ctx ends the lease is
+// released once OnStartedLeading returned, so a successor need not wait
+// out the TTL. After a term ends, OnStoppedLeading is called (after the
+// leader's ctx is done and OnStartedLeading returned) and Elect campaigns
+// again. OnNewLeader(identity, fence) reports each term observed. The
+// callbacks are never called concurrently. As with Run, only writes that
+// carry the token are fenced.
+//
 // # What fence guarantees
 //
 //   - At any instant of the database clock at most one (owner, fence) pair is

@@ -278,3 +278,53 @@ func TestSampleObserved(t *testing.T) {
 		}
 	})
 }
+
+// The README's leader-election sample on each database, with two
+// replicas: the first leads and writes; when it stops, it releases the
+// lease and the second takes over at once (the TTL is 15 s) and writes.
+func TestSampleLeadReports(t *testing.T) {
+	eachNamespace(t, allDialects, func(t *testing.T, ns namespace) {
+		ctx := sampleCtx(t)
+		execAll(t, ns.db, `CREATE TABLE reports (id INT PRIMARY KEY, body VARCHAR(100) NOT NULL, author VARCHAR(100) NOT NULL)`,
+			`INSERT INTO reports VALUES (1, '', '')`)
+		replica := func(me string) (stop func() error) {
+			s, err := fence.Open(ctx, ns.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- leadReports(rctx, s, me, func() string { return "by " + me }) }()
+			t.Cleanup(cancel)
+			return func() error { cancel(); return <-done }
+		}
+		waitAuthor := func(want string) {
+			t.Helper()
+			var author string
+			for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if err := ns.db.QueryRowContext(ctx, `SELECT author FROM reports WHERE id = 1`).Scan(&author); err != nil {
+					t.Fatal(err)
+				}
+				if author == want {
+					return
+				}
+			}
+			t.Fatalf("report author %q after 30s, want %q", author, want)
+		}
+		stop1 := replica("replica-1")
+		waitAuthor("replica-1")
+		stop2 := replica("replica-2")
+		stopped := time.Now()
+		if err := stop1(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("replica-1's Elect returned %v", err)
+		}
+		waitAuthor("replica-2")
+		if d := time.Since(stopped); d > 10*time.Second {
+			t.Errorf("replica-2 wrote %v after replica-1 stopped; the release should spare the 15s TTL", d)
+		}
+		if err := stop2(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("replica-2's Elect returned %v", err)
+		}
+	})
+}

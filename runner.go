@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencekit/fence/internal/boottime"
+	"github.com/fencekit/fence/internal/keep"
 )
 
 // Job is the work Run does while it holds the lease. Its context carries the
@@ -56,6 +56,7 @@ type Result struct {
 type runConfig struct {
 	ttl, renewEvery, deadline, callTimeout, minHold time.Duration
 	retention                                       time.Duration
+	retry                                           time.Duration // Elect's follower poll
 	wait                                            bool
 	detail                                          any
 	onStarted                                       func(ctx context.Context, t Token)
@@ -131,6 +132,9 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 	if c.callTimeout == 0 {
 		c.callTimeout = c.renewEvery
 	}
+	if c.retry == 0 {
+		c.retry = c.renewEvery
+	}
 	switch {
 	case c.renewEvery <= 0 || c.renewEvery >= c.deadline:
 		return c, fmt.Errorf("%w: renew interval %v must be positive and below the renew deadline %v", ErrInvalid, c.renewEvery, c.deadline)
@@ -138,6 +142,8 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 		return c, fmt.Errorf("%w: renew deadline %v must be below the TTL %v", ErrInvalid, c.deadline, c.ttl)
 	case c.callTimeout <= 0:
 		return c, fmt.Errorf("%w: call timeout %v must be positive", ErrInvalid, c.callTimeout)
+	case c.retry < time.Millisecond:
+		return c, fmt.Errorf("%w: retry period %v must be at least 1ms", ErrInvalid, c.retry)
 	case c.minHold < 0:
 		return c, fmt.Errorf("%w: min hold %v is negative", ErrInvalid, c.minHold)
 	case c.retention != 0 && c.retention < time.Millisecond:
@@ -155,20 +161,19 @@ const (
 	keeperKey
 )
 
-// LapseTime returns the local time at which the lease a Job runs under could
+// LapseTime returns the local time at which the lease a Job (or a leader,
+// in OnStartedLeading's context) runs under could
 // first lapse: the start of the last successful renewal (or of the acquire)
 // plus the TTL, measured on a clock that counts time the host spent
 // suspended (CLOCK_BOOTTIME on Linux) and returned as a time.Time relative to
 // now. Work that must not outlive the lease (a child process, an external
 // call) has to be stopped before then.
 func LapseTime(ctx context.Context) (time.Time, bool) {
-	k, ok := ctx.Value(keeperKey).(*keeper)
+	k, ok := ctx.Value(keeperKey).(*keep.Keeper)
 	if !ok {
 		return time.Time{}, false
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return time.Now().Add(k.lastOK + k.c.ttl - boottime.Now()), true
+	return k.LapseTime(), true
 }
 
 // TokenFrom returns the token of the lease a Job runs under.
@@ -340,28 +345,28 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 	}
 	r.RunID = id
 	box := &resultBox{}
-	jctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	jctx = context.WithValue(jctx, tokenKey, t)
+	k := s.startKeeper(ctx, c, t, acquiredAt, log)
+	// Stopped as soon as the job returned, so a renewal cannot race the
+	// completion; the deferred call covers a return before that.
+	var stopped bool
+	stop := func() {
+		if !stopped {
+			stopped = true
+			k.Stop(nil)
+		}
+	}
+	defer stop()
+	jctx := context.WithValue(k.Context(), tokenKey, t)
 	jctx = context.WithValue(jctx, runIDKey, id)
 	jctx = context.WithValue(jctx, resultKey, box)
-
-	// The deadline is counted on boot time, which a suspend does not stop;
-	// acquiredAt (the caller's clock) only says how long ago that was.
-	acqBoot := boottime.Now() - max(time.Since(acquiredAt), 0)
-	k := &keeper{s: s, c: c, t: t, cancel: cancel, log: log, lastOK: acqBoot}
 	jctx = context.WithValue(jctx, keeperKey, k)
-	done := make(chan struct{})
-	kdone := make(chan struct{})
-	go func() { defer close(kdone); k.run(jctx, done) }()
 
 	if c.onStarted != nil {
 		c.onStarted(jctx, t)
 	}
 	log.InfoContext(ctx, "fence: job started", "run", id)
 	panicked, jobErr := callJob(jctx, job)
-	close(done)
-	<-kdone
+	stop()
 	r.JobErr = jobErr
 	if panicked != nil {
 		// Record the run as failed and give the lease up before the panic
@@ -371,8 +376,8 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		err := s.FinishRun(fctx, t, id, Outcome{Err: jobErr})
 		fcancel()
 		r.Outcome, r.Err = Failed, nil
-		if k.lostCause() != nil || errors.Is(err, ErrLost) {
-			r.Outcome, r.Err = Lost, k.lostCause()
+		if k.Lost() != nil || errors.Is(err, ErrLost) {
+			r.Outcome, r.Err = Lost, k.Lost()
 			if r.Err == nil {
 				r.Outcome, r.Err = Rejected, err
 			}
@@ -385,7 +390,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		panic(panicked.value)
 	}
 
-	if cause := k.lostCause(); cause != nil {
+	if cause := k.Lost(); cause != nil {
 		r.Outcome, r.Err = Lost, cause
 		// Bounded: during an outage the mark may not get through, and the
 		// caller must hear about the loss now, not after TCP timeouts.
@@ -463,134 +468,31 @@ func (s *Store) releaseQuietly(ctx context.Context, t Token, log *slog.Logger) {
 	}
 }
 
-// keeper renews the lease while the job runs and cancels the job when
-// authority is lost or can no longer be proven.
-type keeper struct {
-	s      *Store
-	c      runConfig
-	t      Token
-	cancel context.CancelCauseFunc
-	log    *slog.Logger
-
-	mu      sync.Mutex
-	lastOK  time.Duration // boot time at the start of the last successful renewal (or acquire)
-	lastErr error
-	cause   error
-	timer   *time.Timer
-}
-
-func (k *keeper) lostCause() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.cause
-}
-
-// lose cancels the job once, with cause.
-func (k *keeper) lose(cause error) {
-	k.mu.Lock()
-	if k.cause != nil {
-		k.mu.Unlock()
-		return
-	}
-	k.cause = cause
-	if k.timer != nil {
-		k.timer.Stop()
-	}
-	k.mu.Unlock()
-	k.cancel(cause)
-	if k.c.onLost != nil {
-		k.c.onLost(k.t, cause)
-	}
-}
-
-// deadlineCheck bounds how long the deadline timer sleeps. Go's timers run
-// on CLOCK_MONOTONIC, which stands still while the host is suspended: after
-// a resume the timer would fire late by the length of the suspend, so it
-// wakes at least this often to read boot time.
-const deadlineCheck = 250 * time.Millisecond
-
-// armDeadline (re)starts the timer that cancels the job at lastOK+deadline.
-// It runs on its own timer, not in the renew loop, so a renewal call that
-// hangs cannot delay the cancellation.
-func (k *keeper) armDeadline() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cause != nil {
-		return
-	}
-	left := k.c.deadline - (boottime.Now() - k.lastOK)
-	if k.timer != nil {
-		k.timer.Stop()
-	}
-	k.timer = time.AfterFunc(min(left, deadlineCheck), k.checkDeadline)
-}
-
-func (k *keeper) checkDeadline() {
-	k.mu.Lock()
-	late := boottime.Now()-k.lastOK >= k.c.deadline
-	last := k.lastErr
-	k.mu.Unlock()
-	if late {
-		k.lose(&UnprovenError{Token: k.t, Deadline: k.c.deadline, Last: last})
-		return
-	}
-	k.armDeadline()
-}
-
-func (k *keeper) run(ctx context.Context, done <-chan struct{}) {
-	k.armDeadline()
-	defer func() {
-		k.mu.Lock()
-		if k.timer != nil {
-			k.timer.Stop()
-		}
-		k.mu.Unlock()
-	}()
-	// The first renewal is due renewEvery after the acquisition, not after
-	// the run was recorded: StartRun's round trip is part of the interval.
-	k.mu.Lock()
-	next := max(k.c.renewEvery-(boottime.Now()-k.lastOK), 0)
-	k.mu.Unlock()
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(next):
-		}
-		if k.lostCause() != nil {
-			return
-		}
-		start := boottime.Now()
-		k.mu.Lock()
-		left := k.c.deadline - (start - k.lastOK)
-		k.mu.Unlock()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(k.c.callTimeout, max(left, time.Millisecond)))
-		_, err := k.s.Renew(cctx, k.t, k.c.ttl)
-		cancel()
-		switch {
-		case err == nil:
-			k.mu.Lock()
-			if k.cause == nil {
-				k.lastOK, k.lastErr = start, nil
+// startKeeper starts renewing t (acquired at the local time acquiredAt)
+// as c says, with a context derived from ctx that is cancelled, with a
+// cause wrapping ErrLost, when a renewal is refused or none succeeded within
+// the renew deadline.
+func (s *Store) startKeeper(ctx context.Context, c runConfig, t Token, acquiredAt time.Time, log *slog.Logger) *keep.Keeper {
+	return keep.Start(ctx, keep.Config{
+		TTL:         c.ttl,
+		RenewEvery:  c.renewEvery,
+		Deadline:    c.deadline,
+		CallTimeout: c.callTimeout,
+		Renew: func(ctx context.Context) error {
+			_, err := s.Renew(ctx, t, c.ttl)
+			return err
+		},
+		Refused: func(err error) bool { return errors.Is(err, ErrLost) },
+		Unproven: func(last error) error {
+			return &UnprovenError{Token: t, Deadline: c.deadline, Last: last}
+		},
+		OnLost: func(cause error) {
+			if c.onLost != nil {
+				c.onLost(t, cause)
 			}
-			k.mu.Unlock()
-			k.armDeadline()
-			next = k.c.renewEvery
-		case errors.Is(err, ErrLost):
-			// The database said no: final, never retried.
-			k.lose(err)
-			return
-		default:
-			// Transient (timeout, dropped connection): retry soon, while the
-			// deadline still allows; the deadline timer stops the job if
-			// nothing succeeds in time.
-			k.mu.Lock()
-			k.lastErr = err
-			k.mu.Unlock()
-			k.log.WarnContext(ctx, "fence: renewal failed, retrying", "err", err)
-			next = max(k.c.renewEvery/4, 10*time.Millisecond)
-		}
-	}
+		},
+		OnRetry: func(err error) {
+			log.WarnContext(ctx, "fence: renewal failed, retrying", "err", err)
+		},
+	}, acquiredAt)
 }

@@ -48,7 +48,7 @@ func TestRunnerDeadlineCountsSuspend(t *testing.T) {
 		t.Fatalf("the job was not cancelled within 8s of a 20s suspend under a 10s TTL: %+v", res)
 	}
 	if cancelledAfter > 2*time.Second {
-		t.Errorf("the job was cancelled %v after the resume; want within about %v", cancelledAfter, deadlineCheck)
+		t.Errorf("the job was cancelled %v after the resume; want within about 250ms (the deadline check interval)", cancelledAfter)
 	}
 	if !errors.Is(cause, ErrUnproven) || res.Outcome != Lost {
 		t.Errorf("cause %v, outcome %s: want unproven, lost", cause, res.Outcome)

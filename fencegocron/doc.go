@@ -44,7 +44,13 @@
 //     fence.ErrLost, the moment a renewal is refused or none succeeded
 //     within the renew deadline; a fenced write with the run's token is
 //     refused once a newer run acquired the lease.
-//   - Elector: IsLeader says yes only while the lease is held and was
+//   - Locker: each locked run is a row of the run ledger (Store.Runs) with
+//     the lease's fence: Lock starts it, Unlock finishes it with fenced
+//     completion. A task from Job records its own outcome (succeeded, or
+//     failed with its error or panic); gocron does not tell a Locker how
+//     any other task ended, so such a run is recorded succeeded once gocron
+//     unlocks it with the lease held. A run whose lease was lost is lost.
+//   - Elector: built on fence.Elect. IsLeader says yes only while the lease is held and was
 //     renewed within the renew deadline on the local monotonic clock, which
 //     is below the TTL: an old leader stops saying yes before a new one can
 //     be elected. Each term has a new fence (Token, Job).

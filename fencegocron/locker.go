@@ -11,6 +11,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/keep"
 )
 
 // JobFunc is a job that is told the token of the lease it runs under. Its
@@ -25,6 +26,15 @@ type JobFunc func(ctx context.Context, tok fence.Token) error
 // only the one that gets it runs that slot. The lease is renewed while the
 // job runs and kept for the minimum hold after it started (WithMinHold).
 // It is safe for concurrent use, and one Locker may serve many jobs.
+//
+// Each run is recorded in the run ledger (Store.Runs), as fence.Run records
+// its runs: Lock starts a run with the lease's fence, Unlock finishes it
+// with fenced completion. gocron does not tell a Locker how the task ended,
+// so the status is the task's own only for a task from Job: succeeded, or
+// failed with its error (a panic too). A run of any other task is recorded
+// succeeded when gocron unlocks it, which then means "ended with the lease
+// held", not "the task returned nil". A run whose lease was lost is
+// recorded lost whichever way it ended.
 type Locker struct {
 	s *fence.Store
 	c config
@@ -52,19 +62,35 @@ func NewLocker(s *fence.Store, opts ...Option) (*Locker, error) {
 }
 
 // Lock implements gocron.Locker. It acquires the job's lease without
-// waiting: if another scheduler holds it, the error wraps fence.ErrHeld
-// and gocron skips this run here (gocron.AfterLockError sees the error).
+// waiting and records a running run: if another scheduler holds the lease,
+// the error wraps fence.ErrHeld and gocron skips this run here
+// (gocron.AfterLockError sees the error); if the run cannot be recorded,
+// the lease is released and the run skipped too.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	start := time.Now()
 	lease, err := l.s.Acquire(ctx, l.c.keyPrefix+key, l.c.ttl)
 	if err != nil {
 		return nil, fmt.Errorf("fencegocron: job %q not run here: %w", key, err)
 	}
-	lk := &lock{l: l, tok: lease.Token, acquiredAt: start}
-	lk.k = startKeeper(ctx, l.s, l.c, lease.Token, start)
+	tok := lease.Token
+	id, err := l.s.StartRun(ctx, tok, nil)
+	if err != nil {
+		l.release(ctx, tok)
+		return nil, fmt.Errorf("fencegocron: job %q not run here: recording the run failed: %w", key, err)
+	}
+	lk := &lock{l: l, tok: tok, runID: id, acquiredAt: start}
+	lk.k = keep.Start(ctx, l.c.keeper(l.s, tok), start)
 	l.register(ctx, lk)
-	l.c.log.Debug("fencegocron: locked", "lease", lease.Token.Lease, "fence", lease.Token.Fence)
+	l.c.log.Debug("fencegocron: locked", "lease", tok.Lease, "fence", tok.Fence, "run", id)
 	return lk, nil
+}
+
+func (l *Locker) release(ctx context.Context, tok fence.Token) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	if err := l.s.Release(ctx, tok); err != nil && !errors.Is(err, fence.ErrLost) {
+		l.c.log.Warn("fencegocron: release failed; the lease lapses at its TTL", "lease", tok.Lease, "err", err)
+	}
 }
 
 // Job returns a task function for gocron.NewTask that runs fn with the
@@ -83,15 +109,24 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 //
 // If fn returns nil after the lease was lost, the task returns the loss,
 // so gocron reports the run as failed (gocron.AfterJobRunsWithError).
+// What the task returns (or a panic of fn) is what Unlock records in the
+// run ledger.
 func (l *Locker) Job(fn JobFunc) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
+	return func(ctx context.Context) (err error) {
 		lk := l.claim(ctx)
 		if lk == nil {
 			return ErrNotLocked
 		}
-		err := fn(lk.k.ctx, lk.tok)
+		defer func() {
+			if v := recover(); v != nil {
+				lk.setJobErr(&fence.PanicError{Value: v})
+				panic(v)
+			}
+			lk.setJobErr(err)
+		}()
+		err = fn(lk.k.Context(), lk.tok)
 		if err == nil {
-			if lost := lk.k.lostErr(); lost != nil {
+			if lost := lk.k.Lost(); lost != nil {
 				return fmt.Errorf("fencegocron: job finished after its lease was lost; its unfenced effects may overlap a newer run: %w", lost)
 			}
 		}
@@ -159,21 +194,32 @@ var errUnlocked = errors.New("fencegocron: run finished")
 type lock struct {
 	l          *Locker
 	tok        fence.Token
+	runID      int64
 	acquiredAt time.Time // local time from just before the acquire
-	k          *keeper
+	k          *keep.Keeper
 	filed      context.Context // the key in l.pending, if filed
+
+	mu     sync.Mutex
+	jobErr error // what the task from Job returned
 
 	once sync.Once
 	err  error
 }
 
-// Unlock implements gocron.Lock. It stops the renewals and, if the run
-// took less than the minimum hold, keeps the lease until the hold ends (a
-// renewal to the time left) instead of releasing it, so a scheduler whose
-// timer fires a little later finds the slot taken. It returns an error
-// wrapping fence.ErrLost if the lease was lost during the run (gocron
-// ignores Unlock's error; the task from Job reports it). Later calls
-// return the first call's result.
+func (lk *lock) setJobErr(err error) {
+	lk.mu.Lock()
+	lk.jobErr = err
+	lk.mu.Unlock()
+}
+
+// Unlock implements gocron.Lock. It stops the renewals, finishes the run
+// with fenced completion (see Locker for the status recorded) and, if the
+// run took less than the minimum hold, keeps the lease until the hold ends
+// (a renewal to the time left) instead of releasing it, so a scheduler
+// whose timer fires a little later finds the slot taken. It returns an
+// error wrapping fence.ErrLost if the lease was lost during the run
+// (gocron ignores Unlock's error; the task from Job reports it). Later
+// calls return the first call's result.
 func (lk *lock) Unlock(ctx context.Context) error {
 	lk.once.Do(func() { lk.err = lk.unlock(ctx) })
 	return lk.err
@@ -182,18 +228,30 @@ func (lk *lock) Unlock(ctx context.Context) error {
 func (lk *lock) unlock(ctx context.Context) error {
 	l := lk.l
 	l.unregister(lk)
-	lost := lk.k.stop(errUnlocked)
+	lost := lk.k.Stop(errUnlocked)
 	// Unlock runs when gocron's job context may be cancelled (shutdown);
-	// the hold and the release must happen all the same.
+	// the completion, the hold and the release must happen all the same.
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
 	defer cancel()
 	if lost != nil {
+		_ = l.s.MarkRunLost(bg, lk.runID, lk.tok.Fence, lost.Error())
 		if errors.Is(lost, fence.ErrUnproven) {
 			// Not refused, only unproven: the lease may still be ours, so
 			// give it up rather than leave it held until its TTL.
 			_ = l.s.Release(bg, lk.tok)
 		}
 		return lost
+	}
+	lk.mu.Lock()
+	jobErr := lk.jobErr
+	lk.mu.Unlock()
+	if err := l.s.FinishRun(bg, lk.tok, lk.runID, fence.Outcome{Err: jobErr}); err != nil {
+		if errors.Is(err, fence.ErrLost) {
+			return err // FinishRun recorded the run lost
+		}
+		// Unknown or failed: a sweep (Store.SweepRuns) settles the run
+		// once the lease is gone; the lease is still given up below.
+		l.c.log.Warn("fencegocron: recording the end of the run failed", "lease", lk.tok.Lease, "run", lk.runID, "err", err)
 	}
 	if left := l.c.minHold - time.Since(lk.acquiredAt); left >= fence.MinTTL {
 		_, err := l.s.Renew(bg, lk.tok, left)

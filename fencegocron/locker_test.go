@@ -3,6 +3,8 @@ package fencegocron_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,6 +229,10 @@ func TestLockerLostLeaseCancelsRun(t *testing.T) {
 		if n, _ := readCounter(t, c, tbl); n != 0 {
 			t.Errorf("counter = %d, want 0", n)
 		}
+		runs, err := c.admin.Runs(ctx, fence.RunFilter{Lease: "gocron:k"})
+		if err != nil || len(runs) != 1 || runs[0].Status != fence.RunLost {
+			t.Errorf("run ledger after a lost run: %+v %v; want one lost run", runs, err)
+		}
 	})
 }
 
@@ -407,5 +413,147 @@ func TestLockerPausedRunCannotComplete(t *testing.T) {
 			t.Errorf("counter n=%d last=%d: want n=%d accepted writes and last not the paused fence %d", n, last, accepted.Load(), r.tok.Fence)
 		}
 		t.Logf("paused fence %d refused (%v); takeover fence %d; %d accepted writes", r.tok.Fence, r.err, r.takeover, n)
+	})
+}
+
+// Each locked run is in the run ledger with the lease's fence: a task from
+// Job with its own outcome (succeeded, or failed with its error), any other
+// task succeeded once gocron unlocks it.
+func TestLockerRecordsRunOutcomes(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+		c := newCluster(t, b)
+		l, _ := fencegocron.NewLocker(c.replica(t), fencegocron.WithMinHold(0))
+		ctx := context.Background()
+		lockRun := func(key string, task func(ctx context.Context) error) fence.RunInfo {
+			t.Helper()
+			jctx, cancel := context.WithCancel(ctx) // gocron's job context
+			defer cancel()
+			lk, err := l.Lock(jctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task != nil {
+				_ = task(jctx)
+			}
+			if err := lk.Unlock(jctx); err != nil {
+				t.Fatal(err)
+			}
+			runs, err := c.admin.Runs(ctx, fence.RunFilter{Lease: "gocron:" + key})
+			if err != nil || len(runs) != 1 {
+				t.Fatalf("runs of %q: %+v %v; want one", key, runs, err)
+			}
+			return runs[0]
+		}
+		var tok fence.Token
+		ok := lockRun("ok", l.Job(func(_ context.Context, tk fence.Token) error { tok = tk; return nil }))
+		if ok.Status != fence.RunSucceeded || ok.Fence != tok.Fence {
+			t.Errorf("run of a task that returned nil: %+v; want succeeded with fence %d", ok, tok.Fence)
+		}
+		failed := lockRun("failed", l.Job(func(context.Context, fence.Token) error { return errors.New("upstream 503") }))
+		if failed.Status != fence.RunFailed || failed.Error != "upstream 503" {
+			t.Errorf("run of a task that failed: %+v; want failed with its error", failed)
+		}
+		plain := lockRun("plain", nil)
+		if plain.Status != fence.RunSucceeded {
+			t.Errorf("run of a task not from Job: %+v; want succeeded (ended with the lease held)", plain)
+		}
+		panicked := lockRun("panicked", func(ctx context.Context) error {
+			defer func() { _ = recover() }() // gocron recovers a task's panic
+			return l.Job(func(context.Context, fence.Token) error { panic("boom") })(ctx)
+		})
+		if panicked.Status != fence.RunFailed || !strings.Contains(panicked.Error, "boom") {
+			t.Errorf("run of a task that panicked: %+v; want failed with the panic", panicked)
+		}
+	})
+}
+
+// Two gocron schedulers with a Locker each on one database run a job every
+// second: every run that took place is one row of the run ledger, with its
+// own fence and the outcome the task returned.
+func TestLockerRunsInLedger(t *testing.T) {
+	teststore.EachOf(t, []teststore.Backend{teststore.SQLite, teststore.Postgres}, func(t *testing.T, b teststore.Backend) {
+		c := newCluster(t, b)
+		var mu sync.Mutex
+		ran := map[int64]bool{} // fence → whether the run failed
+		scheds := make([]gocron.Scheduler, 2)
+		for i := range scheds {
+			l, err := fencegocron.NewLocker(c.replica(t), fencegocron.WithTTL(3*time.Second), fencegocron.WithMinHold(500*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := gocron.NewScheduler(gocron.WithDistributedLocker(l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			scheds[i] = sc
+			_, err = sc.NewJob(gocron.CronJob("* * * * * *", true),
+				gocron.NewTask(l.Job(func(ctx context.Context, tok fence.Token) error {
+					mu.Lock()
+					fail := len(ran)%2 == 1
+					ran[tok.Fence] = fail
+					mu.Unlock()
+					if fail {
+						return errors.New("odd run")
+					}
+					return nil
+				})),
+				gocron.WithName("report"))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, sc := range scheds {
+			sc.Start()
+		}
+		waitFor(20*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(ran) >= 3
+		})
+		for _, sc := range scheds {
+			if err := sc.Shutdown(); err != nil {
+				t.Error(err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ran) < 3 {
+			t.Fatalf("%d runs in 20s, want at least 3", len(ran))
+		}
+		var runs []fence.RunInfo
+		// Shutdown waits for running jobs, and Unlock follows each task;
+		// wait all the same for the last completion to be visible.
+		waitFor(10*time.Second, func() bool {
+			var err error
+			runs, err = c.admin.Runs(context.Background(), fence.RunFilter{Lease: "gocron:report"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range runs {
+				if r.Status == fence.RunRunning {
+					return false
+				}
+			}
+			return true
+		})
+		if len(runs) != len(ran) {
+			t.Errorf("%d runs in the ledger, %d took place: %+v", len(runs), len(ran), runs)
+		}
+		seen := map[int64]bool{}
+		for _, r := range runs {
+			fail, ok := ran[r.Fence]
+			switch {
+			case seen[r.Fence]:
+				t.Errorf("two runs in the ledger with fence %d", r.Fence)
+			case !ok:
+				t.Errorf("run %+v in the ledger did not take place", r)
+			case fail && (r.Status != fence.RunFailed || r.Error != "odd run"):
+				t.Errorf("run %+v: want failed with the task's error", r)
+			case !fail && r.Status != fence.RunSucceeded:
+				t.Errorf("run %+v: want succeeded", r)
+			}
+			seen[r.Fence] = true
+		}
+		t.Logf("%d runs, %d rows in the ledger", len(ran), len(runs))
 	})
 }

@@ -1,12 +1,14 @@
 package fencegocron
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/keep"
 )
 
 // Defaults.
@@ -117,4 +119,43 @@ func newConfig(opts []Option) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+// keeper is the renewal schedule of one acquisition under c: fence's own
+// renewal loop (the one fence.Run uses), which ends the acquisition's
+// authority when a renewal is refused or none succeeded within the renew
+// deadline.
+func (c config) keeper(s *fence.Store, tok fence.Token) keep.Config {
+	return keep.Config{
+		TTL:         c.ttl,
+		RenewEvery:  c.renewEvery,
+		Deadline:    c.deadline,
+		CallTimeout: c.renewEvery,
+		Renew: func(ctx context.Context) error {
+			_, err := s.Renew(ctx, tok, c.ttl)
+			return err
+		},
+		Refused: func(err error) bool { return errors.Is(err, fence.ErrLost) },
+		Unproven: func(last error) error {
+			return &fence.UnprovenError{Token: tok, Deadline: c.deadline, Last: last}
+		},
+		OnLost: func(cause error) {
+			c.log.Warn("fencegocron: lease lost", "lease", tok.Lease, "fence", tok.Fence, "cause", cause)
+		},
+		OnRetry: func(err error) {
+			c.log.Warn("fencegocron: renewal failed, retrying", "lease", tok.Lease, "fence", tok.Fence, "err", err)
+		},
+	}
+}
+
+// electOptions are c as options of fence.Elect. A follower tries every
+// renew interval, as before fence.Elect existed.
+func (c config) electOptions() []fence.RunOption {
+	return []fence.RunOption{
+		fence.WithTTL(c.ttl),
+		fence.WithRenewEvery(c.renewEvery),
+		fence.WithRenewDeadline(c.deadline),
+		fence.WithRetryPeriod(c.renewEvery),
+		fence.WithRunLogger(c.log),
+	}
 }
