@@ -63,7 +63,7 @@ func NewStoreCollector(store *fence.Store, opts ...StoreOption) *StoreCollector 
 	c.state = prometheus.NewDesc("fence_db_lease_state",
 		"State of a lease by the database clock: 1 for its state (held, expired, released, revoked), 0 for the others.", []string{"lease", "state"}, nil)
 	c.fence = prometheus.NewDesc("fence_db_lease_fence",
-		"Current fence of a lease; it rises by one at each acquisition, so its changes count acquisitions.", lease, nil)
+		"Current fence of a lease. It rises at each acquisition and revoke (to at least the database clock in microseconds), so changes() of it counts new holders.", lease, nil)
 	c.expiry = prometheus.NewDesc("fence_db_lease_expiry_seconds",
 		"Seconds until a lease lapses by the database clock, negative once it has; absent when released or revoked.", lease, nil)
 	c.holder = prometheus.NewDesc("fence_db_lease_holder_info",
