@@ -96,6 +96,16 @@ func TestServeMetricsFromDatabase(t *testing.T) {
 		// "short" lapses by the database clock.
 		acquire("short", 20*time.Millisecond)
 
+		// The limit takes the first leases by name and still counts all.
+		st, err := s.Stats(ctx, 2)
+		must(err)
+		if st.LeaseCount != 4 || len(st.Leases) != 2 || st.Leases[0].Name != "job" || st.Leases[1].Name != "other" {
+			t.Fatalf("Stats(2): %d leases, %+v; want 4 counted, job and other", st.LeaseCount, st.Leases)
+		}
+		if st, err = s.Stats(ctx, 0); err != nil || st.LeaseCount != 4 || len(st.Leases) != 0 || st.Runs[fence.RunLost] != 4 {
+			t.Fatalf("Stats(0): %+v, %v; want 4 counted, none read, 4 lost runs", st, err)
+		}
+
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		must(err)
 		addr := ln.Addr().String()
