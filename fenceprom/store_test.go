@@ -57,6 +57,9 @@ func TestStoreCollectorLimit(t *testing.T) {
 	`), "fence_db_leases", "fence_db_leases_omitted", "fence_db_lease_state", "fence_db_runs"); err != nil {
 		t.Fatal(err)
 	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %+v", err, problems)
+	}
 	// A limit of 0 exports no lease but still counts them.
 	if n := testutil.CollectAndCount(NewStoreCollector(s, WithMaxLeases(0)), "fence_db_lease_state", "fence_db_lease_fence"); n != 0 {
 		t.Fatalf("limit 0 exported %d lease series", n)
