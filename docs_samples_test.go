@@ -273,8 +273,11 @@ func TestSampleObserved(t *testing.T) {
 		if err != nil || res.Outcome != fence.Completed {
 			t.Fatalf("observed: %+v, %v", res, err)
 		}
-		if n := gathered(reg, "fence_runs_total"); n != 2 {
-			t.Fatalf("fence_runs_total sums to %v, want 2 (started, succeeded)", n)
+		if n := gathered(reg, "fence_run_starts_total"); n != 1 {
+			t.Fatalf("fence_run_starts_total sums to %v, want 1", n)
+		}
+		if n := gathered(reg, "fence_runs_finished_total"); n != 1 {
+			t.Fatalf("fence_runs_finished_total sums to %v, want 1 (succeeded)", n)
 		}
 	})
 }

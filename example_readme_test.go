@@ -160,7 +160,7 @@ func observed(ctx context.Context, dsn string, reg prometheus.Registerer, job fe
 	if _, err := store.Migrate(ctx); err != nil {
 		return fence.Result{}, err
 	}
-	return fence.Run(ctx, store, "nightly", job, fence.OnLost(m.OnLost))
+	return fence.Run(ctx, store, "nightly", job)
 }
 
 // exampleDB makes a SQLite file for an example, in a directory of its own.
@@ -244,8 +244,8 @@ func Example_observed() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res.Outcome, gathered(reg, "fence_runs_total"))
-	// Output: completed 2
+	fmt.Println(res.Outcome, gathered(reg, "fence_run_starts_total"), gathered(reg, "fence_runs_finished_total"))
+	// Output: completed 1 1
 }
 
 // gathered sums the samples of the counter family name in reg.

@@ -51,6 +51,12 @@ type Event struct {
 	// Count is the number of tokens of a renew_batch and Lost how many of
 	// them were refused.
 	Count, Lost int
+	// Cause, on a mark_run_lost by a Runner, is why the runner stopped the
+	// run's job: an error wrapping ErrLost, and ErrUnproven when no renewal
+	// succeeded within the renew deadline (a loss no refused operation
+	// reports). It is set whether or not the mark got through (Err), and
+	// nil for a MarkRunLost called by anyone else.
+	Cause error
 }
 
 // Observer sees every lease operation of a Store, for metrics and tracing

@@ -382,7 +382,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 				r.Outcome, r.Err = Rejected, err
 			}
 			mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
-			_ = s.MarkRunLost(mctx, id, t.Fence, jobErr.Error())
+			_ = s.markRunLost(mctx, t.Lease, id, t.Fence, jobErr.Error(), k.Lost())
 			mcancel()
 		}
 		log.ErrorContext(ctx, "fence: job panicked", "run", id, "panic", panicked.value)
@@ -395,7 +395,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		// Bounded: during an outage the mark may not get through, and the
 		// caller must hear about the loss now, not after TCP timeouts.
 		mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
-		_ = s.MarkRunLost(mctx, id, t.Fence, cause.Error())
+		_ = s.markRunLost(mctx, t.Lease, id, t.Fence, cause.Error(), cause)
 		mcancel()
 		log.WarnContext(ctx, "fence: job stopped, lease lost", "run", id, "cause", cause)
 		// Unproven is not refused: the lease may still be ours; give it up

@@ -236,10 +236,16 @@ func finishedAs(r driver.Run, t Token, p driver.FinishRunParams) bool {
 // run. To name the run's lease to them, a store with observers reads the run
 // first (lease "" if that read fails).
 func (s *Store) MarkRunLost(ctx context.Context, id, fence int64, reason string) (err error) {
+	return s.markRunLost(ctx, s.runLease(ctx, id), id, fence, reason, nil)
+}
+
+// markRunLost is MarkRunLost of a run of lease; cause, when not nil, is why
+// a runner stopped the run's job, for observers (Event.Cause).
+func (s *Store) markRunLost(ctx context.Context, lease string, id, fence int64, reason string, cause error) (err error) {
 	var marked bool
-	ctx, done := s.observe(ctx, OpMarkRunLost, s.runLease(ctx, id))
+	ctx, done := s.observe(ctx, OpMarkRunLost, lease)
 	defer func() {
-		e := Event{Fence: fence, Err: err, Run: id}
+		e := Event{Fence: fence, Err: err, Run: id, Cause: cause}
 		if marked {
 			e.Status = RunLost
 		}

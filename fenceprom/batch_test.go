@@ -90,9 +90,11 @@ func TestMarkRunLost(t *testing.T) {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 	expect(t, m, `
-		fence_runs_total{lease="job",status="running"} 1
-		fence_runs_total{lease="job",status="lost"} 1
-	`, "fence_runs_total")
+		fence_run_starts_total{lease="job"} 1
+		fence_runs_finished_total{lease="job",status="lost"} 1
+		fence_jobs_running{lease="job"} 0
+		fence_job_duration_seconds_count{lease="job",status="lost"} 1
+	`, "fence_run_starts_total", "fence_runs_finished_total", "fence_jobs_running", "fence_job_duration_seconds")
 	lint(t, m)
 }
 
@@ -115,9 +117,9 @@ func TestRunnerMarksRunLost(t *testing.T) {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 	expect(t, m, `
-		fence_runs_total{lease="nightly",status="running"} 1
-		fence_runs_total{lease="nightly",status="lost"} 1
+		fence_run_starts_total{lease="nightly"} 1
+		fence_runs_finished_total{lease="nightly",status="lost"} 1
 		fence_leases_lost_total{lease="nightly",reason="revoked"} 1
-	`, "fence_runs_total", "fence_leases_lost_total")
+	`, "fence_run_starts_total", "fence_runs_finished_total", "fence_leases_lost_total")
 	lint(t, m)
 }

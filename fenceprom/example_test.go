@@ -28,9 +28,7 @@ func withMetrics(ctx context.Context, dsn string, reg prometheus.Registerer, job
 	if _, err := store.Migrate(ctx); err != nil {
 		return fence.Result{}, err
 	}
-	// OnLost also counts jobs stopped at the renew deadline, which no
-	// refused operation reports.
-	return fence.Run(ctx, store, "nightly-report", job, fence.OnLost(m.OnLost))
+	return fence.Run(ctx, store, "nightly-report", job)
 }
 
 func Example() {
@@ -50,13 +48,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "fence_runs_total" {
+		if mf.GetName() == "fence_runs_finished_total" {
 			for _, m := range mf.GetMetric() {
 				fmt.Println(res.Outcome, mf.GetName(), m.GetLabel()[1].GetValue(), m.GetCounter().GetValue())
 			}
 		}
 	}
 	// Output:
-	// completed fence_runs_total running 1
-	// completed fence_runs_total succeeded 1
+	// completed fence_runs_finished_total succeeded 1
 }

@@ -22,7 +22,11 @@ type Metrics struct {
 	renewFail *prometheus.CounterVec
 	lost      *prometheus.CounterVec
 	writes    *prometheus.CounterVec
-	runs      *prometheus.CounterVec
+	starts    *prometheus.CounterVec
+	finished  *prometheus.CounterVec
+	jobDur    *prometheus.HistogramVec
+	running   *prometheus.GaugeVec
+	success   *prometheus.GaugeVec
 
 	heldDesc, fenceDesc, expiryDesc *prometheus.Desc
 
@@ -32,6 +36,15 @@ type Metrics struct {
 	// counted, so that one loss seen by several refused operations (a
 	// renewal, then the runner's release) counts once.
 	lostFence map[string]int64
+	// started is, per run id, the run this process started and has not
+	// seen finish or be marked lost.
+	started map[int64]startedRun
+}
+
+// startedRun is a run this process started.
+type startedRun struct {
+	lease string // label value
+	at    time.Time
 }
 
 // holding is a lease this process holds.
@@ -46,7 +59,12 @@ type Option func(*config)
 type config struct {
 	leaseLabel bool
 	buckets    []float64
+	jobBuckets []float64
 }
+
+// DefaultJobBuckets are the buckets of fence_job_duration_seconds: 100ms
+// to 6 hours.
+var DefaultJobBuckets = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 21600}
 
 // WithoutLeaseLabel aggregates every lease into series with lease="", for a
 // process that holds many lease names (one per tenant or shard). See the
@@ -57,9 +75,13 @@ func WithoutLeaseLabel() Option { return func(c *config) { c.leaseLabel = false 
 // seconds (default prometheus.DefBuckets, 5ms to 10s).
 func WithRenewBuckets(b []float64) Option { return func(c *config) { c.buckets = b } }
 
+// WithJobBuckets sets the buckets of fence_job_duration_seconds, in seconds
+// (default DefaultJobBuckets).
+func WithJobBuckets(b []float64) Option { return func(c *config) { c.jobBuckets = b } }
+
 // New returns Metrics with every metric at zero.
 func New(opts ...Option) *Metrics {
-	c := config{leaseLabel: true, buckets: prometheus.DefBuckets}
+	c := config{leaseLabel: true, buckets: prometheus.DefBuckets, jobBuckets: DefaultJobBuckets}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -82,8 +104,19 @@ func New(opts ...Option) *Metrics {
 			"Tokens of this process found to have lost their lease, once per lease and fence, by reason.", "reason"),
 		writes: counter("fence_fenced_writes_total",
 			"Fenced writes and fenced transaction checks by result: ok, stale (token lost), no_match (token valid, no row matched) or error.", "result"),
-		runs: counter("fence_runs_total",
-			"Runs started (status running), finished (succeeded, failed, lost) or marked lost (lost) in the run ledger.", "status"),
+		starts: counter("fence_run_starts_total",
+			"Runs this process started in the run ledger."),
+		finished: counter("fence_runs_finished_total",
+			"Runs this process ended in the run ledger, by status: succeeded, failed, or lost (completion refused as stale, or marked lost).", "status"),
+		jobDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fence_job_duration_seconds",
+			Help:    "Duration of the runs this process started, from the start of the run to its end (succeeded, failed or lost), by status.",
+			Buckets: c.jobBuckets,
+		}, []string{"lease", "status"}),
+		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fence_jobs_running",
+			Help: "Runs this process started and has not yet ended."}, []string{"lease"}),
+		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fence_job_last_success_timestamp_seconds",
+			Help: "Unix time at which a run this process started last succeeded."}, []string{"lease"}),
 		heldDesc: prometheus.NewDesc("fence_leases_held",
 			"Number of leases this process holds.", nil, nil),
 		fenceDesc: prometheus.NewDesc("fence_lease_fence",
@@ -92,6 +125,7 @@ func New(opts ...Option) *Metrics {
 			"Seconds until a lease this process holds can first lapse, unless renewed (the soonest of all without the lease label).", []string{"lease"}, nil),
 		held:      map[string]holding{},
 		lostFence: map[string]int64{},
+		started:   map[int64]startedRun{},
 	}
 }
 
@@ -110,7 +144,11 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.renewFail.Describe(ch)
 	m.lost.Describe(ch)
 	m.writes.Describe(ch)
-	m.runs.Describe(ch)
+	m.starts.Describe(ch)
+	m.finished.Describe(ch)
+	m.jobDur.Describe(ch)
+	m.running.Describe(ch)
+	m.success.Describe(ch)
 	ch <- m.heldDesc
 	if m.leaseLabel {
 		ch <- m.fenceDesc
@@ -125,7 +163,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.renewFail.Collect(ch)
 	m.lost.Collect(ch)
 	m.writes.Collect(ch)
-	m.runs.Collect(ch)
+	m.starts.Collect(ch)
+	m.finished.Collect(ch)
+	m.jobDur.Collect(ch)
+	m.running.Collect(ch)
+	m.success.Collect(ch)
 
 	now := m.now()
 	m.mu.Lock()

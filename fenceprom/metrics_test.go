@@ -204,11 +204,11 @@ func TestAcquireRenewRevokeLifecycle(t *testing.T) {
 		fence_fenced_writes_total{lease="job",result="ok"} 1
 		fence_fenced_writes_total{lease="job",result="no_match"} 1
 		fence_fenced_writes_total{lease="job",result="stale"} 2
-		fence_runs_total{lease="job",status="running"} 1
-		fence_runs_total{lease="job",status="lost"} 1
+		fence_run_starts_total{lease="job"} 1
+		fence_runs_finished_total{lease="job",status="lost"} 1
 		fence_leases_held{} 0
 	`, "fence_renew_duration_seconds", "fence_renew_failures_total", "fence_leases_lost_total",
-		"fence_fenced_writes_total", "fence_runs_total", "fence_leases_held", "fence_lease_fence")
+		"fence_fenced_writes_total", "fence_run_starts_total", "fence_runs_finished_total", "fence_leases_held", "fence_lease_fence")
 	lint(t, m)
 }
 
@@ -278,7 +278,7 @@ func TestRunsOfTheRunner(t *testing.T) {
 		_, err := s.Exec(ctx, tok, update, "done", 1)
 		return err
 	}
-	if r, err := fence.Run(ctx, s, "nightly", ok, fence.OnLost(m.OnLost)); err != nil || r.Outcome != fence.Completed {
+	if r, err := fence.Run(ctx, s, "nightly", ok); err != nil || r.Outcome != fence.Completed {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 	failing := func(context.Context) error { return errors.New("boom") }
@@ -288,11 +288,16 @@ func TestRunsOfTheRunner(t *testing.T) {
 
 	// The exposition as a scrape sees it, help and type included.
 	want := `
-# HELP fence_runs_total Runs started (status running), finished (succeeded, failed, lost) or marked lost (lost) in the run ledger.
-# TYPE fence_runs_total counter
-fence_runs_total{lease="nightly",status="failed"} 1
-fence_runs_total{lease="nightly",status="running"} 2
-fence_runs_total{lease="nightly",status="succeeded"} 1
+# HELP fence_run_starts_total Runs this process started in the run ledger.
+# TYPE fence_run_starts_total counter
+fence_run_starts_total{lease="nightly"} 2
+# HELP fence_runs_finished_total Runs this process ended in the run ledger, by status: succeeded, failed, or lost (completion refused as stale, or marked lost).
+# TYPE fence_runs_finished_total counter
+fence_runs_finished_total{lease="nightly",status="failed"} 1
+fence_runs_finished_total{lease="nightly",status="succeeded"} 1
+# HELP fence_jobs_running Runs this process started and has not yet ended.
+# TYPE fence_jobs_running gauge
+fence_jobs_running{lease="nightly"} 0
 # HELP fence_acquire_total Lease acquire attempts by outcome: acquired, held (by another owner) or error.
 # TYPE fence_acquire_total counter
 fence_acquire_total{lease="nightly",outcome="acquired"} 2
@@ -304,7 +309,7 @@ fence_fenced_writes_total{lease="nightly",result="ok"} 1
 fence_leases_held 0
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want),
-		"fence_runs_total", "fence_acquire_total", "fence_fenced_writes_total", "fence_leases_held"); err != nil {
+		"fence_run_starts_total", "fence_runs_finished_total", "fence_jobs_running", "fence_acquire_total", "fence_fenced_writes_total", "fence_leases_held"); err != nil {
 		t.Error(err)
 	}
 	lint(t, m)

@@ -15,9 +15,11 @@ func (m *Metrics) Observe(ctx context.Context, op fence.Op, lease string) (conte
 }
 
 // OnLost counts a lease lost while a runner's job ran, with the runner's
-// cause; pass it as fence.OnLost(m.OnLost). It is the only way to see a job
-// stopped because its lease could no longer be proven (reason "unproven");
-// a loss the store already reported is not counted again.
+// cause. It is no longer needed with a fence.Runner: the runner reports its
+// cause to observers when it marks the run lost (fence.Event.Cause), which
+// Metrics counts, reason "unproven" included. It stays for callers that
+// pass it as fence.OnLost(m.OnLost); a loss already counted is not counted
+// again.
 func (m *Metrics) OnLost(t fence.Token, cause error) {
 	if cause != nil {
 		m.loss(t.Lease, t.Fence, cause)
@@ -79,13 +81,57 @@ func (m *Metrics) record(op fence.Op, name string, start time.Time, e fence.Even
 		}
 		m.writes.WithLabelValues(l, result).Inc()
 
-	case fence.OpStartRun, fence.OpFinishRun, fence.OpMarkRunLost:
-		if e.Status != "" {
-			m.runs.WithLabelValues(l, string(e.Status)).Inc()
+	case fence.OpStartRun:
+		if e.Err == nil && e.Run != 0 {
+			m.starts.WithLabelValues(l).Inc()
+			m.running.WithLabelValues(l).Inc()
+			m.mu.Lock()
+			m.started[e.Run] = startedRun{lease: l, at: m.now()}
+			m.mu.Unlock()
 		}
 		if lost {
 			m.loss(name, e.Fence, e.Err)
 		}
+
+	case fence.OpFinishRun, fence.OpMarkRunLost:
+		if e.Status != "" {
+			m.finished.WithLabelValues(l, string(e.Status)).Inc()
+		}
+		m.ended(e)
+		switch {
+		case lost:
+			m.loss(name, e.Fence, e.Err)
+		case e.Cause != nil:
+			// A runner stopped its job: at the renew deadline no refused
+			// operation reports the loss, so this is where it is seen.
+			m.loss(name, e.Fence, e.Cause)
+		}
+	}
+}
+
+// ended records the end of run e.Run, if this process started it: its
+// duration, by the status it ended with (lost when its runner stopped it,
+// none when the outcome is unknown), and, for a success, its time.
+func (m *Metrics) ended(e fence.Event) {
+	m.mu.Lock()
+	r, ok := m.started[e.Run]
+	delete(m.started, e.Run)
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	m.running.WithLabelValues(r.lease).Dec()
+	status := e.Status
+	if status == "" && e.Cause != nil {
+		status = fence.RunLost // stopped by its runner; the mark did not get through
+	}
+	if status == "" {
+		return
+	}
+	now := m.now()
+	m.jobDur.WithLabelValues(r.lease, string(status)).Observe(now.Sub(r.at).Seconds())
+	if status == fence.RunSucceeded {
+		m.success.WithLabelValues(r.lease).Set(float64(now.UnixNano()) / 1e9)
 	}
 }
 

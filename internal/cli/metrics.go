@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fenceprom"
 )
 
 // serveMetrics serves reg at http://addr/metrics until stop is called. It
@@ -38,4 +42,17 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
+}
+
+// serveMetricsHandler is fence serve's /metrics: this process's runtime and
+// the store's leases and runs, read from the database at each scrape
+// (fenceprom.StoreCollector) through the server's own small pool.
+func (a *app) serveMetricsHandler(s *fence.Store, maxLeases int) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		fenceprom.NewStoreCollector(s, fenceprom.WithMaxLeases(maxLeases),
+			fenceprom.WithScrapeErrorFunc(func(err error) {
+				a.log.Warn("fence serve: metrics: reading the store failed", "err", err)
+			})))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)})
 }

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fencekit/fence/fenceprom"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -124,6 +121,8 @@ type runOpts struct {
 	ttl, wait, grace time.Duration
 	argv             []string
 	metricsAddr      string
+	metricsPush      string // Pushgateway base URL
+	metricsTextfile  string // node exporter textfile (*.prom)
 	exportDSN        bool
 	holder           string
 }
@@ -158,6 +157,8 @@ func (a *app) runCmd() *cobra.Command {
 	fl.DurationVar(&o.ttl, "ttl", fence.DefaultTTL, "lease time to live, at least 100ms; renewed every TTL/3")
 	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
 	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. :9102)")
+	fl.StringVar(&o.metricsPush, "metrics-push", "", "when the command has ended, push its metrics to the Pushgateway at `URL` (job fence_run)")
+	fl.StringVar(&o.metricsTextfile, "metrics-textfile", "", "when the command has ended, write its metrics to `PATH`.prom for node exporter's textfile collector (atomically)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
 	fl.StringVar(&o.holder, "holder", "", "record the lease and the run as held by `NAME` (default host:pid of this fence process), shown by 'fence leases', 'fence runs' and to a refused 'fence run'")
 	fl.BoolVar(&o.exportDSN, "export-dsn", false, "pass the DSN, password included, to CMD as $FENCE_DSN (off: CMD does not get it)")
@@ -190,7 +191,7 @@ func (o runOpts) validate() error {
 	if o.ttl < minRunTTL {
 		return usagef("use a duration such as 30s or 2m", "--ttl %v is too short to be renewed reliably; the minimum is %v", o.ttl, minRunTTL)
 	}
-	return nil
+	return o.validateMetrics()
 }
 
 // minRunTTL is the shortest --ttl fence run accepts: renewing every TTL/3
@@ -216,23 +217,14 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		}
 		return fail(code, fmt.Errorf("cannot run %q: %v", clip(o.argv[0]), trimExec(err)), "check the command's name, PATH and permissions")
 	}
-	var storeOpts []fence.Option
-	var runOpts []fence.RunOption
+	storeOpts, endMetrics, err := a.runMetrics(o)
+	if err != nil {
+		return err
+	}
 	if o.holder != "" {
 		storeOpts = append(storeOpts, fence.WithHolder(o.holder))
 	}
-	if o.metricsAddr != "" {
-		m := fenceprom.New()
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		stop, err := serveMetrics(o.metricsAddr, reg, a.log)
-		if err != nil {
-			return err
-		}
-		defer stop() // after the run is finished and the lease released
-		storeOpts = append(storeOpts, fence.WithObserver(m))
-		runOpts = append(runOpts, fence.OnLost(m.OnLost))
-	}
+	defer endMetrics() // after the run is finished and the lease released
 	s, err := a.open(ctx, true, storeOpts...)
 	if err != nil {
 		return err
@@ -267,7 +259,6 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		fence.WithRunLogger(a.log),
 		fence.WithDetail(runDetail{Command: filepath.Base(o.argv[0]), Host: host, PID: os.Getpid()}),
 	}
-	opts = append(opts, runOpts...)
 
 	// --wait: retry fail-fast Runs until the deadline. A timeout context on
 	// Run would also bound the job, and one on AcquireWait (+ RunHeld) can

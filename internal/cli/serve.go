@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fenceprom"
 	"github.com/fencekit/fence/internal/ops"
 )
 
@@ -28,11 +28,14 @@ ones. The page refreshes every second, fetching only what changed, reads the
 same without JavaScript, and loads nothing from elsewhere.
 
 Also served: /healthz (200 "ok" while the database answers, else 503
-"database unavailable"; the reason goes to the log), /metrics (Prometheus:
-this process's Go runtime; lease metrics belong to the processes that hold
-leases, see 'fence run --metrics-addr'), /api/leases and /api/runs (JSON,
-paged: ?limit= up to 500, ?after=NAME, ?before=RUN_ID; an ETag makes an
-unchanged refresh a 304 without a body), /api/timeline (SVG).
+"database unavailable"; the reason goes to the log), /metrics (Prometheus,
+read from the database at each scrape: every lease's state, fence, expiry,
+holder and time since its last succeeded run, the runs by status and the
+lost runs by reason, as fence_db_* series; at most --metrics-max-leases
+leases, fence_db_leases_omitted counts the rest; a failed read shows as
+fence_db_scrape_error 1), /api/leases and /api/runs (JSON, paged: ?limit=
+up to 500, ?after=NAME, ?before=RUN_ID; an ETag makes an unchanged refresh
+a 304 without a body), /api/timeline (SVG).
 Owner tokens are shown by their first 8 characters only: the full token and
 the fence would let anyone act as the holder.
 
@@ -110,6 +113,7 @@ func (a *app) serveToken(file string) (string, error) {
 
 func (a *app) serveCmd() *cobra.Command {
 	var addr, tokenFile string
+	maxLeases := fenceprom.DefaultMaxLeases
 	lim := defaultServeLimits
 	cmd := &cobra.Command{
 		Use:   "serve [--addr HOST:PORT] [--token-file PATH]",
@@ -143,7 +147,7 @@ func (a *app) serveCmd() *cobra.Command {
 			if err != nil {
 				return usagef("use a free HOST:PORT, e.g. --addr 127.0.0.1:8081", "--addr: %v", err)
 			}
-			h := ops.Handler(s, ops.WithMetrics(promhttp.Handler()), ops.WithLogger(a.log))
+			h := ops.Handler(s, ops.WithMetrics(a.serveMetricsHandler(s, maxLeases)), ops.WithLogger(a.log))
 			srv, ln, err := newServer(h, ln, addr, token, lim, a.log)
 			if err != nil {
 				ln.Close()
@@ -171,6 +175,7 @@ func (a *app) serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen `address` HOST:PORT; a non-loopback one needs a token")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the bearer token from `file` (default: $FENCE_SERVE_TOKEN)")
 	cmd.Flags().IntVar(&lim.conns, "max-conns", lim.conns, "most open connections")
+	cmd.Flags().IntVar(&maxLeases, "metrics-max-leases", maxLeases, "most leases exported one by one on /metrics (about 8 series each)")
 	cmd.Flags().IntVar(&lim.requests, "max-requests", lim.requests, "most requests served at once; more get 503")
 	cmd.Flags().DurationVar(&lim.idle, "idle-timeout", lim.idle, "close a keep-alive connection idle this `long` (keep it above a proxy's own)")
 	return cmd
