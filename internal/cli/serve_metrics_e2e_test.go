@@ -14,13 +14,16 @@ import (
 	"github.com/fencekit/fence"
 )
 
+// e2eHolder is the holder name of the stores openBackend opens.
+const e2eHolder = "metrics-e2e:1"
+
 // openBackend opens a store on b's database and tables, for tests that set
 // up a scenario through the library.
 func openBackend(t *testing.T, b *backend) *fence.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(b.prefix))
+	s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(b.prefix), fence.WithHolder(e2eHolder))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func TestServeMetricsFromDatabase(t *testing.T) {
 			`fence_db_lease_fence{lease="job"} ` + promFloat(b4.Fence),
 			`fence_db_lease_state{lease="job",state="held"} 1`,
 			`fence_db_lease_state{lease="job",state="expired"} 0`,
-			`fence_db_lease_holder_info{holder="` + b4.Short() + `",lease="job"} 1`,
+			`fence_db_lease_holder_info{holder="` + e2eHolder + `",lease="job"} 1`,
 			`fence_db_lease_state{lease="other",state="released"} 1`,
 			`fence_db_lease_state{lease="swept",state="revoked"} 1`,
 			`fence_db_lease_state{lease="short",state="expired"} 1`,
@@ -135,7 +138,7 @@ func TestServeMetricsFromDatabase(t *testing.T) {
 			`fence_db_lost_runs{reason="superseded"} 0`,
 		}
 		body := scrapeUntil(t, "http://"+addr+"/metrics", want)
-		for _, bad := range []string{b4.Owner, a2.Owner, `lease="other",holder`, `fence_db_lease_holder_info{holder="` + w.Short()} {
+		for _, bad := range []string{b4.Owner, a2.Owner, `lease="other",holder`, `fence_db_lease_holder_info{holder="` + e2eHolder + `",lease="` + w.Lease + `"`, b4.Owner[:8]} {
 			if strings.Contains(body, bad) {
 				t.Errorf("metrics contain %q:\n%s", bad, body)
 			}
