@@ -164,6 +164,10 @@ func (e *Env) createItems(ctx context.Context, suffix string, rows int) (string,
 	return t, nil
 }
 
+// DDL runs a CREATE TABLE (or other DDL) on e; the tables it creates are
+// dropped by Close. For cases defined outside this package (the peers).
+func (e *Env) DDL(ctx context.Context, q string) error { return e.exec(ctx, q) }
+
 // exec runs DDL and remembers created tables for Close.
 func (e *Env) exec(ctx context.Context, q string) error {
 	if _, err := e.DB.ExecContext(ctx, q); err != nil {
