@@ -15,7 +15,6 @@ package fence_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
