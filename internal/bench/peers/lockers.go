@@ -397,3 +397,87 @@ func (s *sessionLocker) close() { s.conn.Close() }
 type sessionBound interface{ sessionBound() }
 
 func (s *sessionLocker) sessionBound() {}
+
+// variant is fence's lease table driven by plain single-table UPDATEs
+// (queries/postgres/variant_*.sql): a measurement of the hot-path shape
+// issue 17 proposes, next to fence's own statements, not a peer and not
+// fence's code. A name is first taken through fence's own Acquire (its
+// upsert), once per name, as ShedLock inserts once.
+type variant struct {
+	st    stmts
+	store *fence.Store
+	seen  sync.Map
+}
+
+func newVariantShared(ctx context.Context, e *bench.Env) (any, error) {
+	st, err := prepare(ctx, e, e.Table("leases"), "variant_acquire", "variant_renew", "variant_release")
+	if err != nil {
+		return nil, err
+	}
+	return &variant{st: st, store: e.Store}, nil
+}
+
+type variantClient struct {
+	v    *variant
+	mu   sync.Mutex
+	held map[string]fence.Token
+}
+
+func newVariant(_ context.Context, _ *bench.Env, shared any) (locker, error) {
+	return &variantClient{v: shared.(*variant), held: map[string]fence.Token{}}, nil
+}
+
+func (c *variantClient) tryLock(ctx context.Context, name string) (bool, error) {
+	var t fence.Token
+	if _, seen := c.v.seen.Load(name); !seen {
+		l, err := c.v.store.Acquire(ctx, name, ttl)
+		c.v.seen.Store(name, true)
+		if errors.Is(err, fence.ErrHeld) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		t = l.Token
+	} else {
+		t = fence.Token{Lease: name, Owner: randomID()}
+		err := c.v.st["variant_acquire"].QueryRowContext(ctx, name, t.Owner, ttl.Milliseconds()).Scan(&t.Fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	c.mu.Lock()
+	c.held[name] = t
+	c.mu.Unlock()
+	return true, nil
+}
+
+func (c *variantClient) token(name string) fence.Token {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held[name]
+}
+
+func (c *variantClient) renew(ctx context.Context, name string) (bool, error) {
+	t := c.token(name)
+	var until int64
+	err := c.v.st["variant_renew"].QueryRowContext(ctx, name, t.Owner, t.Fence, ttl.Milliseconds()).Scan(&until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (c *variantClient) unlock(ctx context.Context, name string) error {
+	t := c.token(name)
+	n, err := rowsAffected(c.v.st["variant_release"].ExecContext(ctx, name, t.Owner, t.Fence))
+	if err == nil && n != 1 {
+		err = fmt.Errorf("peers: variant: release of %s changed %d rows", name, n)
+	}
+	return err
+}
+
+func (c *variantClient) close() {}

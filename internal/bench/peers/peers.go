@@ -77,6 +77,8 @@ func peersFor(redisAddr string) []peer {
 			note: "River's leader election SQL on a logged river_leader: BEGIN, DELETE expired, INSERT … ON CONFLICT, COMMIT; resign deletes and notifies; no fence token"},
 		{name: "river_unlogged", durable: false, dialects: pg, shared: newRiverShared(true), client: newRiver,
 			note: "River's leader election SQL on an UNLOGGED river_leader, as River creates it: emptied by a crash"},
+		{name: "fence_plain_update", durable: true, dialects: pg, shared: newVariantShared, client: newVariant,
+			note: "measurement only, not fence's code: fence's lease table driven by plain single-table UPDATEs (issue 17 §3's proposed hot path; renew and release without fence's lock-first CTE, release without the waiter notification)"},
 		{name: "pglock", durable: true, dialects: pg, skip: PglockNote},
 		{name: "pg_advisory", durable: false, dialects: pg, client: newSession,
 			note: "pg_try_advisory_lock on a pinned connection: no row, no fence token, gone with the session"},
