@@ -403,18 +403,27 @@ func (s *sessionLocker) sessionBound() {}
 // issue 17 proposes, next to fence's own statements, not a peer and not
 // fence's code. A name is first taken through fence's own Acquire (its
 // upsert), once per name, as ShedLock inserts once.
+//
+// On MariaDB fence's renew and release already are plain single-table
+// UPDATEs, so only the acquire is a variant there; renew and release are
+// fence's own (Store.Renew, Store.Release).
 type variant struct {
-	st    stmts
-	store *fence.Store
-	seen  sync.Map
+	st      stmts
+	store   *fence.Store
+	dialect fence.Dialect
+	seen    sync.Map
 }
 
 func newVariantShared(ctx context.Context, e *bench.Env) (any, error) {
-	st, err := prepare(ctx, e, e.Table("leases"), "variant_acquire", "variant_renew", "variant_release")
+	names := []string{"variant_acquire", "variant_renew", "variant_release"}
+	if e.Dialect == fence.MySQL {
+		names = names[:1]
+	}
+	st, err := prepare(ctx, e, e.Table("leases"), names...)
 	if err != nil {
 		return nil, err
 	}
-	return &variant{st: st, store: e.Store}, nil
+	return &variant{st: st, store: e.Store, dialect: e.Dialect}, nil
 }
 
 type variantClient struct {
@@ -440,13 +449,26 @@ func (c *variantClient) tryLock(ctx context.Context, name string) (bool, error) 
 		}
 		t = l.Token
 	} else {
-		t = fence.Token{Lease: name, Owner: randomID()}
-		err := c.v.st["variant_acquire"].QueryRowContext(ctx, name, t.Owner, ttl.Milliseconds()).Scan(&t.Fence)
-		if errors.Is(err, sql.ErrNoRows) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
+		t = fence.Token{Lease: name, Owner: randomID() + randomID()}
+		if c.v.dialect == fence.MySQL {
+			res, err := c.v.st["variant_acquire"].ExecContext(ctx, t.Owner, ttl.Milliseconds(), name)
+			if err != nil {
+				return false, err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return false, err
+			}
+			if t.Fence, err = res.LastInsertId(); err != nil {
+				return false, err
+			}
+		} else {
+			err := c.v.st["variant_acquire"].QueryRowContext(ctx, name, t.Owner, ttl.Milliseconds()).Scan(&t.Fence)
+			if errors.Is(err, sql.ErrNoRows) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
 		}
 	}
 	c.mu.Lock()
@@ -463,6 +485,13 @@ func (c *variantClient) token(name string) fence.Token {
 
 func (c *variantClient) renew(ctx context.Context, name string) (bool, error) {
 	t := c.token(name)
+	if c.v.dialect == fence.MySQL {
+		_, err := c.v.store.Renew(ctx, t, ttl)
+		if errors.Is(err, fence.ErrLost) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 	var until int64
 	err := c.v.st["variant_renew"].QueryRowContext(ctx, name, t.Owner, t.Fence, ttl.Milliseconds()).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -473,6 +502,9 @@ func (c *variantClient) renew(ctx context.Context, name string) (bool, error) {
 
 func (c *variantClient) unlock(ctx context.Context, name string) error {
 	t := c.token(name)
+	if c.v.dialect == fence.MySQL {
+		return c.v.store.Release(ctx, t)
+	}
 	n, err := rowsAffected(c.v.st["variant_release"].ExecContext(ctx, name, t.Owner, t.Fence))
 	if err == nil && n != 1 {
 		err = fmt.Errorf("peers: variant: release of %s changed %d rows", name, n)

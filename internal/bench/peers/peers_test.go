@@ -50,8 +50,9 @@ func TestRun(t *testing.T) {
 			switch db.name {
 			case "postgres":
 				want["river_logged"], want["river_unlogged"], want["pg_advisory"] = true, false, false
+				want["fence_plain_update"] = true
 			case "mysql":
-				want["mysql_get_lock"] = false
+				want["mysql_get_lock"], want["fence_plain_update"] = false, true
 			}
 			seen := map[string]int{}
 			for _, r := range rows {
