@@ -15,7 +15,6 @@ package fence_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -36,19 +35,6 @@ var benchDBs = []benchDB{
 	{"mysql", "FENCE_TEST_MYSQL", func(*testing.B) string { return testdb.MySQLDSN() }},
 }
 
-// redisAddr is the Redis for the Redis-lock alternative
-// (FENCE_BENCH_REDIS, default the local one; "off" leaves it out).
-func redisAddr() string {
-	switch a := os.Getenv("FENCE_BENCH_REDIS"); a {
-	case "":
-		return "127.0.0.1:6379"
-	case "off":
-		return ""
-	default:
-		return a
-	}
-}
-
 func openBench(b *testing.B, db benchDB) *bench.Env {
 	b.Helper()
 	e, err := bench.Open(context.Background(), db.dsn(b))
@@ -63,12 +49,13 @@ func openBench(b *testing.B, db benchDB) *bench.Env {
 }
 
 // BenchmarkLease: every lease operation, the fenced writes, their baselines
-// and the alternatives (advisory locks, GET_LOCK, Redis).
+// and the alternatives (advisory locks, GET_LOCK; the Redis lock is in
+// fence-bench-peers, internal/bench/peers).
 func BenchmarkLease(b *testing.B) {
 	for _, db := range benchDBs {
 		b.Run(db.name, func(b *testing.B) {
 			e := openBench(b, db)
-			for _, c := range append(bench.Cases(), bench.Alternatives(redisAddr())...) {
+			for _, c := range append(bench.Cases(), bench.Alternatives()...) {
 				if !c.RunsOn(e.Dialect) {
 					continue
 				}

@@ -3,6 +3,7 @@ package fence
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -266,5 +267,94 @@ func TestPlaceholders(t *testing.T) {
 	}
 	if got := Rebind(Postgres, "SELECT ? , '?', E'\\'?', $$?$$ -- ?\n, ?"); got != "SELECT $1 , '?', E'\\'?', $$?$$ -- ?\n, $2" {
 		t.Errorf("Rebind: %q", got)
+	}
+}
+
+// BenchmarkSplice: the {{fence}} rewrite of a typical fenced UPDATE, as
+// Store.Exec does it on every call (the guard's SQL from the real driver
+// shape: text built from the first placeholder number, three arguments).
+func BenchmarkSplice(b *testing.B) {
+	for _, d := range []Dialect{SQLite, Postgres, MySQL} {
+		b.Run(string(d), func(b *testing.B) {
+			q := "UPDATE items SET n = n + 1, note = ? WHERE id = ? AND {{fence}}"
+			repl := func(first int) (string, []any) {
+				if d == Postgres {
+					return "EXISTS (SELECT 1 FROM leases WHERE lease_name = $" + strconv.Itoa(first) + " AND owner_token = $" + strconv.Itoa(first+1) + " AND fence_token = $" + strconv.Itoa(first+2) + " FOR SHARE)", []any{"name", "owner", int64(7)}
+				}
+				return "EXISTS (SELECT 1 FROM leases WHERE lease_name = ? AND owner_token = ? AND fence_token = ?)", []any{"name", "owner", int64(7)}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := splice(d, q, []any{"x", 1}, FenceMarker, 1, repl); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func resetSpliceCache() {
+	spliceCache.Lock()
+	spliceCache.m = nil
+	spliceCache.Unlock()
+}
+
+// A query served from the splice cache gives exactly what checking it
+// afresh gives: the same SQL and arguments, or the same refusal (refusals
+// are never cached, so they always come from the checks themselves).
+func TestSpliceCacheSameResult(t *testing.T) {
+	resetSpliceCache()
+	repl := func(d Dialect) func(int) (string, []any) {
+		return func(first int) (string, []any) {
+			if d == Postgres {
+				return "G($" + strconv.Itoa(first) + ")", []any{"g"}
+			}
+			return "G(?)", []any{"g"}
+		}
+	}
+	for _, q := range spliceSeeds {
+		for _, d := range []Dialect{SQLite, Postgres, MySQL} {
+			for _, nargs := range []int{strings.Count(q, "?"), strings.Count(q, "?") + 1} {
+				args := make([]any, nargs)
+				for i := range args {
+					args[i] = i
+				}
+				s1, a1, e1 := splice(d, q, args, FenceMarker, 1, repl(d))
+				s2, a2, e2 := splice(d, q, args, FenceMarker, 1, repl(d))
+				if s1 != s2 || !reflect.DeepEqual(a1, a2) || (e1 == nil) != (e2 == nil) || e1 != nil && e1.Error() != e2.Error() {
+					t.Errorf("%s %q with %d args: first %q %v %v, cached %q %v %v", d, q, nargs, s1, a1, e1, s2, a2, e2)
+				}
+			}
+		}
+	}
+}
+
+// The cache stays bounded however many distinct statements go through it,
+// and keeps no query longer than spliceCacheMaxLen.
+func TestSpliceCacheBounded(t *testing.T) {
+	resetSpliceCache()
+	defer resetSpliceCache()
+	repl := func(int) (string, []any) { return "G(?)", []any{"g"} }
+	for i := range 2*spliceCacheMax + 10 {
+		q := "UPDATE t SET a = " + strconv.Itoa(i) + " WHERE {{fence}}"
+		if _, _, err := splice(SQLite, q, nil, FenceMarker, 1, repl); err != nil {
+			t.Fatal(err)
+		}
+		spliceCache.RLock()
+		n := len(spliceCache.m)
+		spliceCache.RUnlock()
+		if n > spliceCacheMax {
+			t.Fatalf("cache holds %d plans, more than %d", n, spliceCacheMax)
+		}
+	}
+	long := "UPDATE t SET a = '" + strings.Repeat("x", spliceCacheMaxLen) + "' WHERE {{fence}}"
+	if _, _, err := splice(SQLite, long, nil, FenceMarker, 1, repl); err != nil {
+		t.Fatal(err)
+	}
+	spliceCache.RLock()
+	_, kept := spliceCache.m[spliceKey{d: SQLite, marker: FenceMarker, want: 1, query: long}]
+	spliceCache.RUnlock()
+	if kept {
+		t.Error("a query longer than spliceCacheMaxLen was cached")
 	}
 }

@@ -31,6 +31,10 @@ type Counts struct {
 	Net                                                 int64
 }
 
+// AddQuery counts n round trips that did not go through a counted
+// connection (a Redis client's commands, counted by its hook).
+func (c *Counter) AddQuery(n int64) { c.query.Add(n) }
+
 // Snapshot returns the counts so far.
 func (c *Counter) Snapshot() Counts {
 	return Counts{

@@ -133,7 +133,8 @@ func (e *Env) createLike(ctx context.Context, suffix string) (string, error) {
 			lease_name TEXT NOT NULL PRIMARY KEY, owner_token TEXT NOT NULL,
 			fence_token INTEGER NOT NULL, state TEXT NOT NULL,
 			leased_until_ms INTEGER NOT NULL, acquired_at_ms INTEGER NOT NULL,
-			updated_at_ms INTEGER NOT NULL, renew_count INTEGER NOT NULL DEFAULT 0)`, t)
+			updated_at_ms INTEGER NOT NULL, renew_count INTEGER NOT NULL DEFAULT 0,
+			holder TEXT NOT NULL DEFAULT '', guard_seq INTEGER NOT NULL DEFAULT 0)`, t)
 	}
 	if err := e.exec(ctx, q); err != nil {
 		return "", err
@@ -163,6 +164,10 @@ func (e *Env) createItems(ctx context.Context, suffix string, rows int) (string,
 	}
 	return t, nil
 }
+
+// DDL runs a CREATE TABLE (or other DDL) on e; the tables it creates are
+// dropped by Close. For cases defined outside this package (the peers).
+func (e *Env) DDL(ctx context.Context, q string) error { return e.exec(ctx, q) }
 
 // exec runs DDL and remembers created tables for Close.
 func (e *Env) exec(ctx context.Context, q string) error {

@@ -4,7 +4,10 @@
 // same run, with round trips counted by a wrapper around the driver's
 // connections; plus what it costs at scale (batch renewal, the runner,
 // handoff between processes, many names) and what the usual alternatives
-// cost (advisory locks, GET_LOCK, a Redis lock).
+// cost (advisory locks, GET_LOCK). The Redis lock and the durable peers
+// (ShedLock's and River's SQL) are measured by fence-bench-peers, a module
+// of its own (internal/bench/peers), so that fence does not link a Redis
+// client.
 //
 // The `go test -bench` benchmarks in the root package and `fence bench`
 // both run this engine.
@@ -15,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/fencekit/fence"
@@ -32,9 +36,6 @@ type Config struct {
 	// Batch is how many operations of one case run back to back before the
 	// next case's turn (default 1).
 	Batch int
-	// Redis is the address of a Redis server for the Redis-lock alternative;
-	// "" leaves it out, and an unreachable one is reported as skipped.
-	Redis string
 	// Scale adds the scale experiments (batch renewal, runner, handoff, many
 	// names), which take a minute or more per database.
 	Scale bool
@@ -103,13 +104,20 @@ func Run(ctx context.Context, dsn string, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	defer e.Close()
-	fmt.Fprintf(cfg.Log, "bench: %s (%s), tables %s*\n", e.Redacted, e.Dialect, e.prefix)
-	out, err := RunCases(ctx, e, append(Cases(), Alternatives(cfg.Redis)...), cfg)
-	if err != nil || !cfg.Scale {
+	l0, err0 := ReadLoadAverage()
+	fmt.Fprintf(cfg.Log, "bench: %s (%s), tables %s*, load average %s\n", e.Redacted, e.Dialect, e.prefix, l0)
+	out, err := RunCases(ctx, e, append(Cases(), Alternatives()...), cfg)
+	if err == nil && cfg.Scale {
+		var more []Result
+		more, err = RunScale(ctx, e, cfg)
+		out = append(out, more...)
+	}
+	if err != nil {
 		return out, err
 	}
-	more, err := RunScale(ctx, e, cfg)
-	return append(out, more...), err
+	l1, err1 := ReadLoadAverage()
+	fmt.Fprintf(cfg.Log, "bench: %s: load average %s at the end\n", e.Dialect, l1)
+	return append(out, LoadResult(string(e.Dialect), l0, l1, err0, err1)), nil
 }
 
 // RunCases measures cases on e, interleaved a few operations at a time, and
@@ -154,11 +162,22 @@ func RunCases(ctx context.Context, e *Env, cases []Case, cfg Config) ([]Result, 
 	// Round robin, a few operations of each case at a time, so that a case
 	// and its baseline meet the same conditions: on this kind of machine
 	// the cost of a durable commit drifts by several times within seconds.
+	// The order is shuffled in every round, floors and baselines included:
+	// in a fixed order each case always follows the same neighbour, and a
+	// durable commit right after another durable commit is 6–14% cheaper
+	// here than one after a read, which flattered the cases that followed
+	// writes.
 	budget := time.Duration(cfg.Rounds) * cfg.Budget
 	spent := make([]time.Duration, len(states))
+	order := make([]int, len(states))
+	for i := range order {
+		order[i] = i
+	}
 	for round := 0; ; round++ {
 		busy := false
-		for i, st := range states {
+		mrand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, i := range order {
+			st := states[i]
 			if st.skipped != "" || (spent[i] >= budget && len(st.s.durs) >= cfg.MinOps*cfg.Rounds) {
 				continue
 			}

@@ -1,6 +1,12 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,10 +28,23 @@ fenced write next to its baseline, measured interleaved in the same run:
 
 ROUND TRIPS counts the calls that reached the database (statements, BEGIN,
 COMMIT, prepares), by a wrapper around the driver's connections. The
-alternatives (PostgreSQL advisory locks, GET_LOCK, a Redis lock) are timed
-as a lock-and-unlock cycle next to fence's, with what each gives up.
+alternatives (PostgreSQL advisory locks, GET_LOCK) are timed as a
+lock-and-unlock cycle next to fence's, with what each gives up. The order of
+the cases is shuffled in every round, and the last row is the machine's load
+average at the start and the end of the run.
 --scale adds batch renewal, the runner's steady state, handoff between
 processes, takeover after a crash and many names (a minute or more).
+
+--peers measures fence next to its peers instead, interleaved in one
+process: a ShedLock-shaped lease (database time), River's leader election
+SQL (logged and unlogged table), and as the non-durable floor advisory
+locks, GET_LOCK and Redis SET NX PX; then the contended scenario (16
+workers on 1 and on 1,000 leases). The peers live in a module of their own
+so that fence does not link a Redis client: --peers runs the command
+fence-bench-peers ($FENCE_BENCH_PEERS, else next to this executable, else
+on $PATH), built from internal/bench/peers:
+
+  (cd internal/bench/peers && go build -o "$(go env GOPATH)/bin/" ./cmd/fence-bench-peers)
 
 The bench works on tables of its own (a random prefix; --prefix is not
 used) and drops them when done. Progress goes to stderr. --json prints a
@@ -35,18 +54,19 @@ docs/BENCHMARKS.md has the results and how to read them.`
 
 func (a *app) benchCmd() *cobra.Command {
 	var (
-		scale, quick bool
-		rounds       int
-		budget       time.Duration
-		batch        int
-		redis, steps string
+		scale, quick, peers bool
+		rounds              int
+		budget, contended   time.Duration
+		batch               int
+		redis, steps        string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--scale] [--quick] [--rounds N] [--budget D] [--batch N] [--redis ADDR] [--steps S] [--json]",
+		Use:   "bench [--scale | --peers] [--quick] [--rounds N] [--budget D] [--batch N] [--steps S] [--redis ADDR] [--contended D] [--json]",
 		Short: "Benchmark fence against the database's own floor",
 		Long:  benchLong,
 		Example: `  fence bench --dsn postgres://postgres@127.0.0.1:5432/test
-  fence bench --dsn mysql://root@127.0.0.1:3306/test --scale --json > mariadb.json`,
+  fence bench --dsn mysql://root@127.0.0.1:3306/test --scale --json > mariadb.json
+  fence bench --dsn postgres://postgres@127.0.0.1:5432/test --peers --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.parseDSN(); err != nil {
@@ -57,7 +77,26 @@ func (a *app) benchCmd() *cobra.Command {
 			}
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			cfg := bench.Config{Rounds: rounds, Budget: budget, Batch: batch, Redis: redis, Scale: scale, Log: a.stderr}
+			if peers {
+				if scale {
+					return usagef("run them one after the other", "--peers and --scale together")
+				}
+				f := cmd.Flags()
+				var pass []string
+				for _, name := range []string{"quick", "rounds", "budget", "batch", "redis", "contended"} {
+					if f.Changed(name) {
+						pass = append(pass, "--"+name+"="+f.Lookup(name).Value.String())
+					}
+				}
+				if a.json {
+					pass = append(pass, "--json")
+				}
+				return a.runPeers(ctx, pass)
+			}
+			if cmd.Flags().Changed("redis") || cmd.Flags().Changed("contended") {
+				return usagef("the Redis lock and the contended scenario are part of --peers", "--redis and --contended need --peers")
+			}
+			cfg := bench.Config{Rounds: rounds, Budget: budget, Batch: batch, Scale: scale, Log: a.stderr}
 			if steps != "" {
 				cfg.ScaleConfig.Steps = strings.Split(steps, ",")
 			}
@@ -82,6 +121,54 @@ func (a *app) benchCmd() *cobra.Command {
 	f.DurationVar(&budget, "budget", 200*time.Millisecond, "time per case per round")
 	f.IntVar(&batch, "batch", 1, "operations of one case back to back before the next case's turn")
 	f.StringVar(&steps, "steps", "", "with --scale, only these experiments (comma-separated: batch,runner,handoff,crash,many)")
-	f.StringVar(&redis, "redis", "127.0.0.1:6379", "Redis `address` for the Redis-lock alternative; empty leaves it out")
+	f.BoolVar(&peers, "peers", false, "measure fence next to its peers (runs fence-bench-peers; see above)")
+	f.StringVar(&redis, "redis", "127.0.0.1:6379", "with --peers, Redis `address` for the Redis lock; empty leaves it out")
+	f.DurationVar(&contended, "contended", 2*time.Second, "with --peers, how long each contended scenario runs")
 	return cmd
+}
+
+// peersCommand is the program --peers runs.
+const peersCommand = "fence-bench-peers"
+
+// runPeers runs fence-bench-peers with the DSN in its environment (not on
+// its command line, where ps would show the password) and its output
+// passed through.
+func (a *app) runPeers(ctx context.Context, args []string) error {
+	path, err := findPeers()
+	if err != nil {
+		return fail(ExitNotFound, err, "build it: (cd internal/bench/peers && go build -o \"$(go env GOPATH)/bin/\" ./cmd/fence-bench-peers), or set FENCE_BENCH_PEERS to its path")
+	}
+	c := exec.CommandContext(ctx, path, args...)
+	c.Env = append(os.Environ(), "FENCE_DSN="+a.dsn)
+	c.Stdout, c.Stderr = a.stdout, a.stderr
+	if err := c.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			return fail(ee.ExitCode(), fmt.Errorf("%s exited with status %d", peersCommand, ee.ExitCode()), "")
+		}
+		return fail(ExitCannotExec, fmt.Errorf("%s: %w", path, err), "")
+	}
+	return nil
+}
+
+// findPeers looks for fence-bench-peers in $FENCE_BENCH_PEERS, next to the
+// running executable, then on $PATH.
+func findPeers() (string, error) {
+	if p := os.Getenv("FENCE_BENCH_PEERS"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("FENCE_BENCH_PEERS=%s: %w", p, err)
+		}
+		return p, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), peersCommand)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(peersCommand)
+	if err != nil {
+		return "", fmt.Errorf("%s is not installed (not next to this executable, not on $PATH): it is a module of its own, so that fence does not link a Redis client", peersCommand)
+	}
+	return p, nil
 }

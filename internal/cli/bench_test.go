@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ import (
 // it checks the wiring, not the numbers.
 func TestBenchQuickJSON(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
-	code, out, errs := mainIn(t, nil, "", "bench", "--dsn", dsn, "--quick", "--redis", "", "--json")
+	code, out, errs := mainIn(t, nil, "", "bench", "--dsn", dsn, "--quick", "--json")
 	if code != 0 {
 		t.Fatalf("bench: %d\n%s", code, errs)
 	}
@@ -34,6 +35,9 @@ func TestBenchQuickJSON(t *testing.T) {
 			}
 		}
 	}
+	if r := byName["load_average"]; r == nil || (r["metrics"] == nil && r["skipped"] == nil) {
+		t.Errorf("no load average: %v", r)
+	}
 	if r := byName["acquire"]; r != nil && (r["baseline"] != "floor_update" || r["ratio_to_baseline"].(float64) <= 0) {
 		t.Errorf("acquire: %v", r)
 	}
@@ -42,5 +46,21 @@ func TestBenchQuickJSON(t *testing.T) {
 func TestBenchRejectsArguments(t *testing.T) {
 	if code, _, _ := mainIn(t, nil, "", "bench", "extra"); code != ExitUsage {
 		t.Errorf("bench extra: exit %d, want %d", code, ExitUsage)
+	}
+}
+
+// --peers runs fence-bench-peers; when it is missing the error says how to
+// build it instead of failing obscurely.
+func TestBenchPeersMissingCommand(t *testing.T) {
+	t.Setenv("FENCE_BENCH_PEERS", filepath.Join(t.TempDir(), "nothing-here"))
+	code, _, errs := mainIn(t, nil, "", "bench", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "b.db"), "--peers")
+	if code != ExitNotFound || !strings.Contains(errs, "go build") {
+		t.Errorf("bench --peers without the command: exit %d, want %d, and a hint to build it:\n%s", code, ExitNotFound, errs)
+	}
+}
+
+func TestBenchRedisNeedsPeers(t *testing.T) {
+	if code, _, _ := mainIn(t, nil, "", "bench", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "b.db"), "--redis", "127.0.0.1:6379"); code != ExitUsage {
+		t.Errorf("bench --redis without --peers: exit %d, want %d", code, ExitUsage)
 	}
 }

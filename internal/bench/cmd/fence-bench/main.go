@@ -29,11 +29,10 @@ func main() {
 	flag.IntVar(&cfg.Rounds, "rounds", 5, "each case runs `N` × --budget in all, interleaved with the others")
 	flag.DurationVar(&cfg.Budget, "budget", 200*time.Millisecond, "time per case per round")
 	flag.IntVar(&cfg.Batch, "batch", 1, "operations of one case back to back before the next case's turn")
-	flag.StringVar(&cfg.Redis, "redis", "127.0.0.1:6379", "Redis `address` for the Redis-lock alternative; empty leaves it out")
 	flag.BoolVar(&cfg.Scale, "scale", false, "also run the scale experiments (a minute or more)")
 	flag.Parse()
 	if *dsn == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: fence-bench --dsn DSN [--scale] [--json] [--quick] [--rounds N] [--budget D] [--redis ADDR]")
+		fmt.Fprintln(os.Stderr, "usage: fence-bench --dsn DSN [--scale] [--json] [--quick] [--rounds N] [--budget D]")
 		os.Exit(64)
 	}
 	if *quick {
