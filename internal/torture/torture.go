@@ -153,6 +153,7 @@ type harness struct {
 	rollback      *rollbackPlan
 	ext           []*extResource
 	window        atomic.Int64 // the window clients are running in
+	fo            failoverState
 }
 
 // restartSchedule spaces the restart fault over the time clients run
@@ -666,6 +667,7 @@ func (c *client) doOp(ep *epoch) {
 	}
 	ep.ops[c.id] = append(ep.ops[c.id], o)
 	h.stats.record(&o)
+	h.noteOp(&o)
 
 	if o.Res == resFailed || o.Res == resAmbiguous && o.Fault == "" {
 		// The database is down or the connection broke: back off a little,
@@ -944,7 +946,7 @@ func (h *harness) inject(stop chan struct{}) {
 		kinds = append(kinds, "proxy-reset", "proxy-blackhole", "proxy-latency")
 	}
 	restart := f[FaultRestart]
-	if len(kinds) == 0 && !restart {
+	if len(kinds) == 0 && !restart && h.cfg.FailoverCmd == "" {
 		return
 	}
 	wait := func(d time.Duration) bool {
@@ -968,6 +970,12 @@ func (h *harness) inject(stop chan struct{}) {
 		if restart && h.restarts.advance(rng, tick) {
 			h.stats.fault("restart")
 			if err := h.restart(); err != nil {
+				h.stats.error(err)
+			}
+			continue
+		}
+		if h.failoverDue(tick) {
+			if err := h.failover(); err != nil {
 				h.stats.error(err)
 			}
 			continue
@@ -1080,6 +1088,7 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		return nil, fmt.Errorf("torture: barrier %d: reading the database clock: %w", w, err)
 	}
 	span := [2]int64{h.barrierMs, nowMs}
+	lossy := h.takeFailover() && h.cfg.FailoverLossy
 	h.barrierMs = nowMs
 	held := map[fence.Token]bool{}
 	for _, c := range h.clients {
@@ -1135,6 +1144,12 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		win.ops[li] = append(win.ops[li], b)
 		next[li] = state{Fence: b.Out.Fence, Valid: b.Out.Valid, WFence: b.Out.WFence, Cnt: b.Out.Cnt,
 			Orphan: b.Out.Found && !held[fence.Token{Lease: name, Owner: info.Owner, Fence: info.Fence}]}
+		if lossy {
+			if err := h.resyncAfterLossyFailover(ctx, w, li, b.Out.Cnt, txc); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		vs := h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, span, &win.res[li])
 		if len(vs) > 0 {
 			file := h.checker.dumpDirect(win, li, events, span)
@@ -1151,7 +1166,9 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 			}
 		}
 	}
-	h.checker.submit(win)
+	if !lossy {
+		h.checker.submit(win)
+	}
 	h.stats.windows.Add(1)
 	return next, nil
 }
