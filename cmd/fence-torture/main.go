@@ -48,7 +48,7 @@ func run() int {
 	flag.BoolVar(&cfg.Pgx, "pgx", false, "PostgreSQL only: every client store is pgx-native (pgxpool + fence.OpenPool, no database/sql); fenced writes use Store.Exec, ExecPgx, InPgxTx and CheckPgxTx in a pgx.Tx")
 	flag.BoolVar(&cfg.Keep, "keep", false, "leave the tables in place")
 	flag.BoolVar(&cfg.OldFenceRule, "old-fence-rule", false, "control, PostgreSQL only: test triggers on the run's lease table make each new fence the previous one + 1 (the rule before the floor from the database clock); with the rollback fault the external checker must report a fence handed out twice")
-	flag.StringVar(&cfg.FailoverCmd, "failover-cmd", "", "shell command that fails the cluster's primary over to a standby, run every 4–8 s while the clients run; it prints primary-lost, promoted and lost-wal-bytes N lines (internal/torture/failover.go; proof/pg-failover.sh). --dsn must then be a multi-host DSN with target_session_attrs=read-write")
+	flag.StringVar(&cfg.FailoverCmd, "failover-cmd", "", "shell command that fails the cluster's primary over to a standby, run every 3–6 s while the clients run; it prints primary-lost, promoted and lost-wal-bytes N lines (internal/torture/failover.go; proof/pg-failover.sh). --dsn must then be a multi-host DSN with target_session_attrs=read-write")
 	flag.BoolVar(&cfg.FailoverLossy, "failover-lossy", false, "with --failover-cmd: the cluster replicates asynchronously, a failover may lose reported commits; windows with one are judged by the external resources only (no fence handed out twice)")
 	flag.BoolVar(&cfg.RaiseAfterFailover, "raise-after-failover", false, "with --failover-lossy: run Store.RaiseFences right after each failover, as docs/RUNBOOK.md tells an operator to")
 	strict := true

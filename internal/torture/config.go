@@ -144,8 +144,8 @@ type Config struct {
 	// was the default while Store.Acquire reported some committed acquires
 	// as definite failures (fixed in ffffa00; docs/RELIABILITY.md).
 	LenientAcquire bool
-	// FailoverCmd, when set, is run by sh -c every 4–8 s of window time (the
-	// first 2–5 s in) to fail the cluster's primary over to a standby while
+	// FailoverCmd, when set, is run by sh -c every 3–6 s of window time (the
+	// first 1–3 s in) to fail the cluster's primary over to a standby while
 	// the clients run (failover.go says what it must print). DSN must reach
 	// whichever server is primary: a multi-host DSN with
 	// target_session_attrs=read-write.

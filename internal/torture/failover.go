@@ -2,6 +2,7 @@ package torture
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ import (
 //	promoted              the standby accepts writes
 //	lost-wal-bytes N      WAL the old primary had that the promoted standby never received
 //
-// and anything else, which goes to the progress output. It must return once
+// and anything else, which goes to the progress output, as does its stderr. It must return once
 // the cluster is whole again (a new standby streaming), so that the next
 // failover has a standby to promote.
 //
@@ -46,16 +47,20 @@ import (
 
 // failoverState is the fault's bookkeeping.
 type failoverState struct {
-	mu    sync.Mutex
-	sched restartSchedule
+	mu sync.Mutex
+	// left is the window time until the next failover; init: drawn.
+	left time.Duration
+	init bool
 	// lostAt is the harness time (h.now) of the last primary-lost line;
 	// open is true until an operation that began after it wrote.
-	lostAt, promotedAt int64
-	open               bool
-	pauses, promotes   []time.Duration
-	lostBytes          []int64
-	raised             int64
-	unchecked          int64 // windows with a lossy failover
+	lostAt int64
+	open   bool
+	// bg is the last failover command, still rebuilding its standby.
+	bg               sync.WaitGroup
+	pauses, promotes []time.Duration
+	lostBytes        []int64
+	raised           int64
+	unchecked        int64 // windows with a lossy failover
 	// thisWindow: a failover ran in the current window (the barrier takes it).
 	thisWindow bool
 	// writeLat are the latencies of fenced writes that committed, in ns.
@@ -63,77 +68,102 @@ type failoverState struct {
 }
 
 // failoverDue reports whether the schedule calls for a failover after a
-// fault tick of d.
-func (h *harness) failoverDue(d time.Duration) bool {
+// fault tick of d: the first 1-3 s of window time in, the next 3-6 s after
+// each (barriers do not count), so that a 25 s run has several whatever
+// the seed.
+//
+// Only in the first half of a window (inWindow is the time since it
+// began): a lossy failover cuts the standby off for up to 0.6 s before it
+// kills the primary, and the clients must still be committing then. A
+// failover due later waits for the next window.
+func (h *harness) failoverDue(d, inWindow time.Duration) bool {
 	if h.cfg.FailoverCmd == "" {
 		return false
 	}
 	h.fo.mu.Lock()
 	defer h.fo.mu.Unlock()
-	return h.fo.sched.advance(h.faultRng, d)
+	f := &h.fo
+	if !f.init {
+		f.init = true
+		f.left = time.Duration(1000+h.faultRng.IntN(2000)) * time.Millisecond
+	}
+	f.left -= d
+	if f.left > 0 || inWindow > h.cfg.Window/2 {
+		return false
+	}
+	f.left = time.Duration(3000+h.faultRng.IntN(3000)) * time.Millisecond
+	return true
 }
 
-// failover runs the command once, with the restart lock held so that no
-// snapshot or barrier runs against a cluster without a primary.
+// failover runs the command once. The restart lock is held until the
+// command says promoted (or ends), so that no snapshot or barrier runs
+// against a cluster without a primary; the rest of the command (rebuilding
+// a standby) runs on while the clients go on, and the next failover waits
+// for it.
 func (h *harness) failover() error {
+	h.fo.bg.Wait()
 	h.restartMu.Lock()
-	defer h.restartMu.Unlock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			h.restartMu.Unlock()
+		}
+	}
+	defer unlock()
 	h.stats.fault(FaultFailover)
 	h.fo.mu.Lock()
 	h.fo.thisWindow = true
 	h.fo.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", h.cfg.FailoverCmd)
-	cmd.Env = append(os.Environ(), "FENCE_TORTURE_PREFIX="+h.sc.p)
 	progress := h.cfg.Progress
 	if progress == nil {
 		progress = io.Discard
 	}
-	cmd.Stderr = progress
+	cmd := exec.CommandContext(ctx, "sh", "-c", h.cfg.FailoverCmd)
+	cmd.Env = append(os.Environ(), "FENCE_TORTURE_PREFIX="+h.sc.p)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		cancel()
 		return err
 	}
 	start := h.now()
 	if err := cmd.Start(); err != nil {
+		cancel()
 		return fmt.Errorf("torture: failover command: %w", err)
 	}
-	sawLost := false
 	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	sawLost, promoted := false, false
+	// line handles one line of the command's stdout; it reports promoted.
+	line := func(l string) bool {
+		l = strings.TrimSpace(l)
 		now := h.now()
+		h.fo.mu.Lock()
+		defer h.fo.mu.Unlock()
 		switch {
-		case line == "primary-lost":
+		case l == "primary-lost":
 			sawLost = true
-			h.fo.mu.Lock()
-			h.fo.lostAt, h.fo.open, h.fo.promotedAt = now, true, 0
-			h.fo.mu.Unlock()
-		case line == "promoted":
-			h.fo.mu.Lock()
+			h.fo.lostAt, h.fo.open = now, true
+		case l == "promoted":
 			if h.fo.lostAt > 0 {
-				h.fo.promotedAt = now
 				h.fo.promotes = append(h.fo.promotes, time.Duration(now-h.fo.lostAt))
 			}
-			h.fo.mu.Unlock()
-		case strings.HasPrefix(line, "lost-wal-bytes "):
-			if n, err := strconv.ParseInt(strings.TrimPrefix(line, "lost-wal-bytes "), 10, 64); err == nil {
-				h.fo.mu.Lock()
+			return true
+		case strings.HasPrefix(l, "lost-wal-bytes "):
+			if n, err := strconv.ParseInt(strings.TrimPrefix(l, "lost-wal-bytes "), 10, 64); err == nil {
 				h.fo.lostBytes = append(h.fo.lostBytes, n)
-				h.fo.mu.Unlock()
 			}
 		default:
-			fmt.Fprintf(progress, "[%6.1fs] failover: %s\n", secs(now), line)
+			fmt.Fprintf(progress, "[%6.1fs] failover: %s\n", secs(now), l)
 		}
+		return false
 	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("torture: failover command (started at %.1fs) failed: %w", secs(start), err)
+	for !promoted && sc.Scan() {
+		promoted = line(sc.Text())
 	}
-	if !sawLost {
-		return fmt.Errorf("torture: failover command printed no primary-lost line: the pause cannot be measured")
-	}
-	if h.cfg.FailoverLossy && h.cfg.RaiseAfterFailover {
+	if promoted && h.cfg.FailoverLossy && h.cfg.RaiseAfterFailover {
 		// The operator's step after promoting an asynchronous standby
 		// (docs/RUNBOOK.md): every lease revoked, its fence raised to the
 		// clock, so that no holder the promoted database brought back from
@@ -145,15 +175,52 @@ func (h *harness) failover() error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("torture: raise-fences after the failover: %w", err)
+			h.stats.error(fmt.Errorf("torture: raise-fences after the failover: %w", err))
+		} else {
+			h.fo.mu.Lock()
+			h.fo.raised += int64(n)
+			h.fo.mu.Unlock()
+			h.stats.fault("raise-fences")
 		}
-		h.fo.mu.Lock()
-		h.fo.raised += int64(n)
-		h.fo.mu.Unlock()
-		h.stats.fault("raise-fences")
 	}
+	unlock()
+	finish := func() error {
+		defer cancel()
+		for sc.Scan() {
+			line(sc.Text())
+		}
+		err := cmd.Wait()
+		for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+			if l != "" {
+				fmt.Fprintf(progress, "[%6.1fs] failover: %s\n", secs(h.now()), l)
+			}
+		}
+		switch {
+		case err != nil:
+			return fmt.Errorf("torture: failover command (started at %.1fs) failed: %w", secs(start), err)
+		case !sawLost:
+			return fmt.Errorf("torture: failover command printed no primary-lost line: the pause cannot be measured")
+		case !promoted:
+			return fmt.Errorf("torture: failover command printed no promoted line")
+		}
+		return nil
+	}
+	if !promoted {
+		return finish()
+	}
+	h.fo.bg.Add(1)
+	go func() {
+		defer h.fo.bg.Done()
+		if err := finish(); err != nil {
+			h.stats.error(err)
+		}
+	}()
 	return nil
 }
+
+// failoverWait waits for the last failover command to end (its standby
+// rebuilt), at the end of the run.
+func (h *harness) failoverWait() { h.fo.bg.Wait() }
 
 // noteOp measures the failover pause (the first write-like operation that
 // began after the primary was lost and committed ends it) and the latency

@@ -466,6 +466,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	h.stopping.Store(true)
+	h.failoverWait()
 	h.checker.finish()
 	r := h.result()
 	if runErr != nil {
@@ -960,6 +961,7 @@ func (h *harness) inject(stop chan struct{}) {
 		}
 	}
 	rng := h.faultRng
+	began := time.Now()
 	for {
 		tick := time.Duration(100+rng.IntN(400)) * time.Millisecond
 		if !wait(tick) {
@@ -974,7 +976,7 @@ func (h *harness) inject(stop chan struct{}) {
 			}
 			continue
 		}
-		if h.failoverDue(tick) {
+		if h.failoverDue(tick, time.Since(began)) {
 			if err := h.failover(); err != nil {
 				h.stats.error(err)
 			}

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# proof/pg-failover.sh: fence on a PostgreSQL primary and standby that fail
+# over again and again while fence-torture's clients run (docs/CLUSTERS.md,
+# docs/adr/0005-postgres-failover.md).
+#
+# Two PostgreSQL 15 servers on this machine, on their own ports (default
+# 5441 and 5442) under a scratch directory: a primary and a streaming
+# standby (pg_basebackup). fence-torture runs its clients against the
+# multi-host DSN
+#   postgres://postgres@127.0.0.1:5441,127.0.0.1:5442/postgres?target_session_attrs=read-write
+# and, every 4-8 s, calls this script back (`pg-failover.sh hook`), which
+# kill -9s the primary's whole process group, promotes the standby
+# (pg_ctl promote) and rebuilds the old primary as the new standby from a
+# fresh pg_basebackup. The clients find the new primary through the DSN.
+#
+# Modes (each on a fresh pair of servers):
+#   sync     synchronous_standby_names = '*', synchronous_commit = on: every
+#            commit reported was on the standby first. Every check of the
+#            harness must hold across every failover.
+#   async    synchronous_standby_names = '': before each failover the standby
+#            is cut off from the primary (primary_conninfo = '') for 0.2-0.6 s
+#            while the clients go on committing on the primary, so the promotion
+#            loses reported commits, acquisitions included. The fence floor
+#            must keep every fence handed out unique (the external resources'
+#            check); fence-torture runs Store.RaiseFences after each promotion
+#            (the runbook's step; --no-raise leaves it out).
+#   control  async with fence-torture --old-fence-rule (test triggers restore
+#            the rule before the floor, previous fence + 1): it must report a
+#            fence handed out twice, which shows the async check can fail.
+#
+#   bash proof/pg-failover.sh                         sync, async and control, 25 s each
+#   bash proof/pg-failover.sh --modes sync,async --duration 5m --seed 7
+#   bash proof/pg-failover.sh --torture BIN           use this fence-torture binary
+#
+# Options: --modes LIST (sync,async,control), --duration D (per mode, default
+# 25s), --clients N (8), --seed N (default: the time), --dir DIR (scratch
+# directory, default a new one under $TMPDIR; removed afterwards unless
+# --keep), --port P (first of two ports, default $FENCE_PGFAIL_PORT or 5441),
+# --no-raise, --keep.
+#
+# Exit status: 0 as expected, 1 not as expected (violations, no failover,
+# an async run that lost no WAL, a control that was not caught), 2 setup
+# failed. Missing server binaries are installed with apt-get only under
+# CI=true or FENCE_CI_PROVISION=1 (as .ci/run does). Runs the servers as
+# user postgres (runuser as root, else sudo -n, or directly when already
+# postgres). Never touches any other server: every command names
+# 127.0.0.1 and the scratch ports.
+set -euo pipefail
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+
+now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); }
+as_pg() {
+	if [[ $(id -un) == postgres ]]; then "$@"
+	elif [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"
+	else sudo -n -u postgres "$@"; fi
+}
+psql_at() { # psql_at PORT SQL: one value, unaligned
+	"$PGBIN/psql" -X -q -w -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2"
+}
+wait_until() { # wait_until WHAT PORT SQL [SECONDS]: poll until SQL returns t
+	local deadline=$((SECONDS + ${4:-60}))
+	until [[ $(psql_at "$2" "$3" 2>/dev/null || true) == t ]]; do
+		((SECONDS < deadline)) || { echo "pg-failover: timed out waiting for $1" >&2; return 1; }
+		sleep 0.05
+	done
+}
+pg_start() { # pg_start DATADIR PORT
+	as_pg "$PGBIN/pg_ctl" -D "$1" -l "$1.log" -w -t 60 -o "-c port=$2" start >/dev/null ||
+		{ tail -n 20 "$1.log" >&2; echo "pg-failover: pg_ctl start of $1 on port $2 failed" >&2; return 1; }
+}
+# pg_kill DATADIR: kill -9 the server's whole process group (the postmaster
+# is a process group leader), as a crash of its host would, and wait until
+# the postmaster is gone.
+pg_kill() {
+	local pid
+	pid=$(head -n1 "$1/postmaster.pid" 2>/dev/null) || return 0
+	as_pg kill -KILL -- "-$pid" 2>/dev/null || as_pg kill -KILL "$pid" 2>/dev/null || true
+	while as_pg kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
+}
+# standby_from DATADIR PORT PRIMARY_PORT: a fresh standby of the primary.
+standby_from() {
+	as_pg rm -rf "$1"
+	as_pg "$PGBIN/pg_basebackup" -h 127.0.0.1 -p "$3" -U postgres -D "$1" -R -X stream -c fast --no-sync >/dev/null 2>&1 ||
+		{ echo "pg-failover: pg_basebackup from port $3 failed" >&2; return 1; }
+	pg_start "$1" "$2"
+}
+
+# ---------------------------------------------------------------------------
+# The hook fence-torture runs (--failover-cmd): one failover. State in
+# $FENCE_PGFAIL_STATE: ports, mode, and which node (a or b) is primary.
+# Prints primary-lost, promoted and lost-wal-bytes N on stdout (read by
+# fence-torture), everything else on stderr.
+
+hook() {
+	local st=${FENCE_PGFAIL_STATE:?} mode old new oldport newport oldlsn newlsn lost t0
+	mode=$(cat "$st/mode")
+	old=$(cat "$st/primary")
+	if [[ $old == a ]]; then new=b; else new=a; fi
+	oldport=$(cat "$st/port.$old")
+	newport=$(cat "$st/port.$new")
+	t0=$(now_ms)
+	if [[ $mode != sync ]]; then
+		# A partition between the two: the standby's WAL receiver stops,
+		# the primary goes on committing alone.
+		psql_at "$newport" "ALTER SYSTEM SET primary_conninfo = ''" >/dev/null
+		psql_at "$newport" "SELECT pg_reload_conf()" >/dev/null
+		wait_until "the standby's WAL receiver to stop" "$newport" "SELECT count(*) = 0 FROM pg_stat_wal_receiver" 30
+		sleep "0.$((2 + RANDOM % 5))"
+	fi
+	oldlsn=$(psql_at "$oldport" "SELECT pg_current_wal_lsn()" 2>/dev/null || echo "")
+	pg_kill "$st/pg/$old"
+	echo primary-lost
+	newlsn=$(psql_at "$newport" "SELECT pg_last_wal_receive_lsn()" 2>/dev/null || echo "")
+	[[ -n $newlsn ]] || newlsn=$(psql_at "$newport" "SELECT pg_last_wal_replay_lsn()")
+	as_pg "$PGBIN/pg_ctl" -D "$st/pg/$new" promote -w -t 60 >/dev/null
+	wait_until "the promoted standby to leave recovery" "$newport" "SELECT NOT pg_is_in_recovery()" 60
+	echo promoted
+	echo "$new" >"$st/primary"
+	if [[ -n $oldlsn ]]; then
+		lost=$(psql_at "$newport" "SELECT greatest(0, pg_wal_lsn_diff('$oldlsn', '$newlsn'))::bigint")
+		echo "lost-wal-bytes $lost"
+	fi
+	# The old primary's data directory is thrown away, not rewound: in
+	# async mode it has commits the new timeline never had.
+	standby_from "$st/pg/$old" "$oldport" "$newport"
+	wait_until "the new standby to stream" "$newport" "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'" 60
+	echo "node $new (port $newport) primary, node $old (port $oldport) streaming again, $(($(now_ms) - t0)) ms" >&2
+}
+
+if [[ ${1:-} == hook ]]; then
+	hook
+	exit 0
+fi
+
+# ---------------------------------------------------------------------------
+# The driver: per mode, a fresh primary and standby, fence-torture with the
+# hook, checks on its summary, teardown.
+
+modes=sync,async,control
+duration=25s
+clients=8
+seed=$(date +%s)
+work=
+keep=0
+raise=1
+torture_bin=
+port=${FENCE_PGFAIL_PORT:-5441}
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--modes) modes=$2; shift 2 ;;
+	--duration) duration=$2; shift 2 ;;
+	--clients) clients=$2; shift 2 ;;
+	--seed) seed=$2; shift 2 ;;
+	--dir) work=$2; shift 2 ;;
+	--port) port=$2; shift 2 ;;
+	--torture) torture_bin=$2; shift 2 ;;
+	--no-raise) raise=0; shift ;;
+	--keep) keep=1; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "pg-failover: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+t_start=$(now_ms)
+say() { local dt=$(($(now_ms) - t_start)); printf '[%3d.%03ds] %s\n' $((dt / 1000)) $((dt % 1000)) "$*"; }
+fail_setup() { say "SETUP FAILED: $*" >&2; exit 2; }
+
+if [[ ! -x $PGBIN/postgres || ! -x $PGBIN/pg_basebackup ]]; then
+	if [[ ${CI:-} == true || ${FENCE_CI_PROVISION:-} == 1 ]]; then
+		say "no PostgreSQL 15 server binaries in $PGBIN: apt-get install postgresql-15"
+		if [[ $EUID -eq 0 ]]; then sudo=(); else sudo=(sudo -n); fi
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15 >/dev/null </dev/null ||
+			fail_setup "apt-get install postgresql-15 failed"
+	else
+		fail_setup "no PostgreSQL 15 server binaries in $PGBIN (set PGBIN, apt-get install postgresql-15, or rerun with CI=true / FENCE_CI_PROVISION=1)"
+	fi
+fi
+id postgres >/dev/null 2>&1 || fail_setup "no user postgres to run the scratch servers as"
+as_pg true 2>/dev/null || fail_setup "cannot run commands as user postgres (need root, sudo -n, or to be postgres)"
+for p in "$port" "$((port + 1))"; do
+	if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$p" -t 1; then
+		fail_setup "something already answers on 127.0.0.1:$p; pass --port with a free pair of ports"
+	fi
+done
+
+if [[ -z $work ]]; then
+	work=$(mktemp -d "${TMPDIR:-/tmp}/fence-pgfail.XXXXXX")
+else
+	mkdir -p "$work"
+	[[ -z $(ls -A "$work") ]] || fail_setup "--dir $work is not empty"
+fi
+work=$(cd "$work" && pwd)
+chmod 755 "$work"
+
+stop_servers() {
+	local d
+	for d in "$work"/*/pg/a "$work"/*/pg/b; do
+		[[ -f $d/postmaster.pid ]] && pg_kill "$d"
+	done
+	return 0
+}
+cleanup() {
+	local rc=$?
+	stop_servers
+	if ((keep == 0)); then
+		as_pg rm -rf "$work"/*/pg 2>/dev/null || true
+		rm -rf "$work"
+	else
+		say "kept $work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [[ -z $torture_bin ]]; then
+	say "building fence-torture from $here"
+	(cd "$here" && go build -o "$work/fence-torture" ./cmd/fence-torture) || fail_setup "go build ./cmd/fence-torture failed"
+	torture_bin=$work/fence-torture
+fi
+[[ -x $torture_bin ]] || fail_setup "fence-torture binary $torture_bin is not executable"
+self=$here/proof/pg-failover.sh
+
+# cluster MODE DIR: initdb node a as primary on $port, node b as its standby
+# on $port+1.
+cluster() {
+	local mode=$1 st=$2 sync="''"
+	[[ $mode == sync ]] && sync="'*'"
+	mkdir -p "$st/pg"
+	if [[ $EUID -eq 0 ]]; then chown postgres: "$st/pg"; else chmod 777 "$st/pg"; fi
+	echo "$port" >"$st/port.a"
+	echo "$((port + 1))" >"$st/port.b"
+	echo a >"$st/primary"
+	if [[ $mode == sync ]]; then echo sync >"$st/mode"; else echo async >"$st/mode"; fi
+	as_pg "$PGBIN/initdb" -D "$st/pg/a" -U postgres -A trust --no-sync >"$st/initdb.log" 2>&1 ||
+		{ cat "$st/initdb.log" >&2; fail_setup "initdb failed"; }
+	# In postgresql.conf, so that every pg_basebackup copy has the same.
+	# fsync off: the host never crashes here, only the servers do (kill -9),
+	# and what they wrote is in the page cache.
+	as_pg tee -a "$st/pg/a/postgresql.conf" >/dev/null <<-EOF
+		listen_addresses = '127.0.0.1'
+		unix_socket_directories = '$st/pg'
+		fsync = off
+		synchronous_commit = on
+		synchronous_standby_names = $sync
+		wal_level = replica
+		max_wal_senders = 10
+		hot_standby = on
+		wal_receiver_status_interval = 1s
+		max_connections = 200
+	EOF
+	pg_start "$st/pg/a" "$port" || fail_setup "could not start the primary"
+	standby_from "$st/pg/b" "$((port + 1))" "$port" || fail_setup "could not make the standby"
+	wait_until "the standby to stream" "$port" "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'" 60 ||
+		fail_setup "the standby never streamed"
+	say "$mode: primary 127.0.0.1:$port, standby 127.0.0.1:$((port + 1)) streaming, synchronous_standby_names = $(psql_at "$port" "SHOW synchronous_standby_names" | sed "s/^$/''/")"
+}
+
+dsn="postgres://postgres@127.0.0.1:${port},127.0.0.1:$((port + 1))/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
+failed=0
+for mode in ${modes//,/ }; do
+	st=$work/$mode
+	extra=()
+	case $mode in
+	sync) ;;
+	async) extra=(--failover-lossy); ((raise == 0)) || extra+=(--raise-after-failover) ;;
+	control) extra=(--failover-lossy --old-fence-rule) ;;
+	*) fail_setup "unknown mode $mode (want sync, async, control)" ;;
+	esac
+	cluster "$mode" "$st"
+	say "$mode: fence-torture --duration $duration --clients $clients --seed $seed --faults pause,skew,cancel ${extra[*]}"
+	rc=0
+	FENCE_PGFAIL_STATE=$st "$torture_bin" --dsn "$dsn" --duration "$duration" --clients "$clients" --window 2s --seed "$seed" \
+		--faults pause,skew,cancel --check-timeout 20s --out "$st/out" --failover-cmd "bash $self hook" "${extra[@]}" \
+		>"$st/summary.txt" 2>"$st/progress.txt" || rc=$?
+	sed 's/^/    /' "$st/summary.txt"
+	grep 'failover:' "$st/progress.txt" | sed 's/^/    /' || true
+	stop_servers
+	last=$(tail -n 1 "$st/summary.txt")
+	n=$(sed -n 's/^  failover: *\([0-9]*\) .*/\1/p' "$st/summary.txt")
+	problems=()
+	if [[ $mode == control ]]; then
+		grep -Eq '^  violations by check: .*external: fence reused' "$st/summary.txt" ||
+			problems+=("the old fence rule was not caught handing out a fence twice (exit $rc, '$last'): the async check cannot fail")
+	else
+		[[ $rc -eq 0 && $last == "violations: 0" ]] || problems+=("fence-torture exit $rc, '$last'")
+	fi
+	((${n:-0} >= 2)) || problems+=("only ${n:-0} failovers (want 2 or more: run longer)")
+	if [[ $mode != sync ]] && ! grep -Eq '^  WAL bytes the promoted standby never received: .*\b[1-9]' "$st/summary.txt"; then
+		problems+=("no failover lost any WAL, so the floor was not put to the test")
+	fi
+	if ((${#problems[@]} > 0)); then
+		for p in "${problems[@]}"; do say "$mode: NOT AS EXPECTED: $p" >&2; done
+		tail -n 5 "$st/progress.txt" >&2
+		failed=1
+		keep=1
+	else
+		say "$mode: as expected"
+	fi
+done
+if ((failed)); then
+	say "FAIL ($(awk "BEGIN{print $(($(now_ms) - t_start))/1000}") s; seed $seed)" >&2
+	exit 1
+fi
+say "ok ($(awk "BEGIN{print $(($(now_ms) - t_start))/1000}") s; seed $seed)"
