@@ -13,7 +13,7 @@
 # (pg_ctl promote) and rebuilds the old primary as the new standby from a
 # fresh pg_basebackup. The clients find the new primary through the DSN.
 #
-# Modes (each on a fresh pair of servers):
+# Modes (one after the other, on the same pair of servers):
 #   sync     synchronous_standby_names = '*', synchronous_commit = on: every
 #            commit reported was on the standby first. Every check of the
 #            harness must hold across every failover.
@@ -195,7 +195,7 @@ chmod 755 "$work"
 
 stop_servers() {
 	local d
-	for d in "$work"/*/pg/a "$work"/*/pg/b; do
+	for d in "$work"/cluster/pg/a "$work"/cluster/pg/b; do
 		[[ -f $d/postmaster.pid ]] && pg_kill "$d"
 	done
 	return 0
@@ -204,7 +204,7 @@ cleanup() {
 	local rc=$?
 	stop_servers
 	if ((keep == 0)); then
-		as_pg rm -rf "$work"/*/pg 2>/dev/null || true
+		as_pg rm -rf "$work"/cluster/pg 2>/dev/null || true
 		rm -rf "$work"
 	else
 		say "kept $work"
@@ -224,17 +224,15 @@ fi
 [[ -x $torture_bin ]] || fail_setup "fence-torture binary $torture_bin is not executable"
 self=$here/proof/pg-failover.sh
 
-# cluster MODE DIR: initdb node a as primary on $port, node b as its standby
-# on $port+1.
+# cluster DIR: initdb node a as primary on $port, node b as its standby on
+# $port+1. The modes run one after the other on this one pair.
 cluster() {
-	local mode=$1 st=$2 sync="''"
-	[[ $mode == sync ]] && sync="'*'"
+	local st=$1
 	mkdir -p "$st/pg"
 	if [[ $EUID -eq 0 ]]; then chown postgres: "$st/pg"; else chmod 777 "$st/pg"; fi
 	echo "$port" >"$st/port.a"
 	echo "$((port + 1))" >"$st/port.b"
 	echo a >"$st/primary"
-	if [[ $mode == sync ]]; then echo sync >"$st/mode"; else echo async >"$st/mode"; fi
 	as_pg "$PGBIN/initdb" -D "$st/pg/a" -U postgres -A trust --no-sync >"$st/initdb.log" 2>&1 ||
 		{ cat "$st/initdb.log" >&2; fail_setup "initdb failed"; }
 	# In postgresql.conf, so that every pg_basebackup copy has the same.
@@ -245,7 +243,6 @@ cluster() {
 		unix_socket_directories = '$st/pg'
 		fsync = off
 		synchronous_commit = on
-		synchronous_standby_names = $sync
 		wal_level = replica
 		max_wal_senders = 10
 		hot_standby = on
@@ -256,13 +253,31 @@ cluster() {
 	standby_from "$st/pg/b" "$((port + 1))" "$port" || fail_setup "could not make the standby"
 	wait_until "the standby to stream" "$port" "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'" 60 ||
 		fail_setup "the standby never streamed"
-	say "$mode: primary 127.0.0.1:$port, standby 127.0.0.1:$((port + 1)) streaming, synchronous_standby_names = $(psql_at "$port" "SHOW synchronous_standby_names" | sed "s/^$/''/")"
+}
+
+# set_mode DIR MODE: synchronous_standby_names on both servers (ALTER SYSTEM
+# works on a standby too, and pg_basebackup copies it to every rebuilt one).
+set_mode() {
+	local st=$1 mode=$2 names="''" p primary
+	[[ $mode == sync ]] && names="'*'"
+	for p in "$port" "$((port + 1))"; do
+		psql_at "$p" "ALTER SYSTEM SET synchronous_standby_names = $names" >/dev/null || fail_setup "ALTER SYSTEM on port $p failed"
+		psql_at "$p" "SELECT pg_reload_conf()" >/dev/null
+	done
+	if [[ $mode == sync ]]; then echo sync >"$st/mode"; else echo async >"$st/mode"; fi
+	primary=$(cat "$st/port.$(cat "$st/primary")")
+	local want=async
+	[[ $mode == sync ]] && want=sync
+	wait_until "the standby to be $want" "$primary" "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = '$want'" 30 ||
+		fail_setup "the standby did not become $want"
+	say "$mode: primary 127.0.0.1:$primary, standby streaming ($want), synchronous_standby_names = $names"
 }
 
 dsn="postgres://postgres@127.0.0.1:${port},127.0.0.1:$((port + 1))/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
 failed=0
+st=$work/cluster
+cluster "$st"
 for mode in ${modes//,/ }; do
-	st=$work/$mode
 	extra=()
 	case $mode in
 	sync) ;;
@@ -270,31 +285,30 @@ for mode in ${modes//,/ }; do
 	control) extra=(--failover-lossy --old-fence-rule) ;;
 	*) fail_setup "unknown mode $mode (want sync, async, control)" ;;
 	esac
-	cluster "$mode" "$st"
+	set_mode "$st" "$mode"
 	say "$mode: fence-torture --duration $duration --clients $clients --seed $seed --faults pause,skew,cancel ${extra[*]}"
 	rc=0
 	FENCE_PGFAIL_STATE=$st "$torture_bin" --dsn "$dsn" --duration "$duration" --clients "$clients" --window 2s --seed "$seed" \
-		--faults pause,skew,cancel --check-timeout 20s --out "$st/out" --failover-cmd "bash $self hook" "${extra[@]}" \
-		>"$st/summary.txt" 2>"$st/progress.txt" || rc=$?
-	sed 's/^/    /' "$st/summary.txt"
-	grep 'failover:' "$st/progress.txt" | sed 's/^/    /' || true
-	stop_servers
-	last=$(tail -n 1 "$st/summary.txt")
-	n=$(sed -n 's/^  failover: *\([0-9]*\) .*/\1/p' "$st/summary.txt")
+		--faults pause,skew,cancel --check-timeout 20s --out "$st/$mode.out" --failover-cmd "bash $self hook" "${extra[@]}" \
+		>"$st/$mode.txt" 2>"$st/$mode.err" || rc=$?
+	sed 's/^/    /' "$st/$mode.txt"
+	grep 'failover:' "$st/$mode.err" | sed 's/^/    /' || true
+	last=$(tail -n 1 "$st/$mode.txt")
+	n=$(sed -n 's/^  failover: *\([0-9]*\) .*/\1/p' "$st/$mode.txt")
 	problems=()
 	if [[ $mode == control ]]; then
-		grep -Eq '^  violations by check: .*external: fence reused' "$st/summary.txt" ||
+		grep -Eq '^  violations by check: .*external: fence reused' "$st/$mode.txt" ||
 			problems+=("the old fence rule was not caught handing out a fence twice (exit $rc, '$last'): the async check cannot fail")
 	else
 		[[ $rc -eq 0 && $last == "violations: 0" ]] || problems+=("fence-torture exit $rc, '$last'")
 	fi
 	((${n:-0} >= 2)) || problems+=("only ${n:-0} failovers (want 2 or more: run longer)")
-	if [[ $mode != sync ]] && ! grep -Eq '^  WAL bytes the promoted standby never received: .*\b[1-9]' "$st/summary.txt"; then
+	if [[ $mode != sync ]] && ! grep -Eq '^  WAL bytes the promoted standby never received: .*\b[1-9]' "$st/$mode.txt"; then
 		problems+=("no failover lost any WAL, so the floor was not put to the test")
 	fi
 	if ((${#problems[@]} > 0)); then
 		for p in "${problems[@]}"; do say "$mode: NOT AS EXPECTED: $p" >&2; done
-		tail -n 5 "$st/progress.txt" >&2
+		tail -n 5 "$st/$mode.err" >&2
 		failed=1
 		keep=1
 	else
