@@ -32,10 +32,11 @@
 #   bash proof/pg-failover.sh --modes sync,async --duration 5m --seed 7
 #   bash proof/pg-failover.sh --torture BIN           use this fence-torture binary
 #
-# Options: --modes LIST (sync,async,control), --duration D (per mode, default
-# 25s), --clients N (8), --seed N (default: the time), --dir DIR (scratch
-# directory, default a new one under $TMPDIR; removed afterwards unless
-# --keep), --port P (first of two ports, default $FENCE_PGFAIL_PORT or 5441),
+# Options: --modes LIST (sync,async,control), --duration D (per mode,
+# default 25s), --clients N (8), --ttl D (lease TTL, default 150ms),
+# --seed N (default: the time), --dir DIR (scratch directory, default a new
+# one under $TMPDIR; removed afterwards unless --keep or a mode failed),
+# --port P (first of two ports, default $FENCE_PGFAIL_PORT or 5441),
 # --no-raise, --keep.
 #
 # Exit status: 0 as expected, 1 not as expected (violations, no failover,
@@ -128,8 +129,72 @@ hook() {
 	echo "node $new (port $newport) primary, node $old (port $oldport) streaming again, $(($(now_ms) - t0)) ms" >&2
 }
 
+# ---------------------------------------------------------------------------
+# pg_auto_failover (mode auto): a monitor on $port+2 and two keepers, each
+# `pg_autoctl run` in a session of its own (its postgres runs in the
+# keeper's process group). State in $st: keeper.a, keeper.b (process group
+# ids), port.a, port.b, port.monitor.
+
+autoctl() { # autoctl ST ARGS...: pg_autoctl as postgres, its config under ST
+	local st=$1
+	shift
+	as_pg env XDG_CONFIG_HOME="$st/cfg" XDG_DATA_HOME="$st/data" PATH="$PGBIN:$PATH" pg_autoctl "$@"
+}
+# keeper_start ST NODE ARGS...: a keeper in its own session, detached from
+# our stdout (fence-torture reads the hook's stdout until it closes).
+keeper_start() {
+	local st=$1 node=$2
+	shift 2
+	as_pg env XDG_CONFIG_HOME="$st/cfg" XDG_DATA_HOME="$st/data" PATH="$PGBIN:$PATH" \
+		setsid pg_autoctl "$@" </dev/null >>"$st/keeper.$node.log" 2>&1 &
+	local pid
+	for _ in $(seq 100); do
+		pid=$(pgrep -u postgres -f -- "pg_autoctl .*--pgdata $st/pg/$node( |\$)" | head -n1 || true)
+		[[ -n $pid ]] && break
+		sleep 0.05
+	done
+	[[ -n $pid ]] || { echo "pg-failover: the keeper of node $node did not start" >&2; return 1; }
+	echo "$pid" >"$st/keeper.$node"
+}
+auto_healthy() { # both nodes settled as primary and secondary
+	local mp
+	mp=$(cat "$1/port.monitor")
+	"$PGBIN/psql" -X -q -w -At -h 127.0.0.1 -p "$mp" -U postgres -d pg_auto_failover -c \
+		"SELECT count(*) = 2 AND count(*) FILTER (WHERE reportedstate = 'primary') = 1 FROM pgautofailover.node WHERE reportedstate = goalstate AND reportedstate IN ('primary', 'secondary')" 2>/dev/null
+}
+
+# hook_auto: a crash failover under pg_auto_failover: kill -9 the primary's
+# keeper and postgres together, let the monitor promote the secondary, then
+# start the old node's keeper again, which rejoins it as a secondary.
+hook_auto() {
+	local st=$1 old new oldport newport t0 deadline
+	if [[ $(psql_at "$(cat "$st/port.a")" "SELECT NOT pg_is_in_recovery()" 2>/dev/null) == t ]]; then old=a new=b; else old=b new=a; fi
+	oldport=$(cat "$st/port.$old")
+	newport=$(cat "$st/port.$new")
+	t0=$(now_ms)
+	local pg
+	pg=$(cat "$st/keeper.$old")
+	as_pg kill -KILL -- "-$pg" 2>/dev/null || true
+	while as_pg kill -0 "$pg" 2>/dev/null || "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$oldport" -t 1; do sleep 0.02; done
+	echo primary-lost
+	wait_until "the monitor to promote node $new" "$newport" "SELECT NOT pg_is_in_recovery()" 120
+	echo promoted
+	echo "node $new (port $newport) promoted by the monitor, $(($(now_ms) - t0)) ms after the kill" >&2
+	keeper_start "$st" "$old" run --pgdata "$st/pg/$old"
+	deadline=$((SECONDS + 180))
+	until [[ $(auto_healthy "$st") == t ]]; do
+		((SECONDS < deadline)) || { echo "pg-failover: node $old did not rejoin as secondary" >&2; return 1; }
+		sleep 0.2
+	done
+	echo "node $old (port $oldport) secondary again, $(($(now_ms) - t0)) ms after the kill" >&2
+}
+
 if [[ ${1:-} == hook ]]; then
-	hook
+	if [[ $(cat "${FENCE_PGFAIL_STATE:?}/mode") == auto ]]; then
+		hook_auto "$FENCE_PGFAIL_STATE"
+	else
+		hook
+	fi
 	exit 0
 fi
 
@@ -145,12 +210,14 @@ work=
 keep=0
 raise=1
 torture_bin=
+ttl=150ms
 port=${FENCE_PGFAIL_PORT:-5441}
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--modes) modes=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
 	--clients) clients=$2; shift 2 ;;
+	--ttl) ttl=$2; shift 2 ;;
 	--seed) seed=$2; shift 2 ;;
 	--dir) work=$2; shift 2 ;;
 	--port) port=$2; shift 2 ;;
@@ -194,8 +261,11 @@ work=$(cd "$work" && pwd)
 chmod 755 "$work"
 
 stop_servers() {
-	local d
-	for d in "$work"/cluster/pg/a "$work"/cluster/pg/b; do
+	local d k
+	for k in "$work"/auto/keeper.a "$work"/auto/keeper.b "$work"/auto/keeper.monitor; do
+		[[ -f $k ]] && as_pg kill -KILL -- "-$(cat "$k")" 2>/dev/null
+	done
+	for d in "$work"/cluster/pg/a "$work"/cluster/pg/b "$work"/auto/pg/a "$work"/auto/pg/b "$work"/auto/pg/monitor; do
 		[[ -f $d/postmaster.pid ]] && pg_kill "$d"
 	done
 	return 0
@@ -204,7 +274,7 @@ cleanup() {
 	local rc=$?
 	stop_servers
 	if ((keep == 0)); then
-		as_pg rm -rf "$work"/cluster/pg 2>/dev/null || true
+		as_pg rm -rf "$work"/cluster/pg "$work"/auto/pg "$work"/auto/cfg "$work"/auto/data 2>/dev/null || true
 		rm -rf "$work"
 	else
 		say "kept $work"
@@ -222,7 +292,7 @@ if [[ -z $torture_bin ]]; then
 	torture_bin=$work/fence-torture
 fi
 [[ -x $torture_bin ]] || fail_setup "fence-torture binary $torture_bin is not executable"
-self=$here/proof/pg-failover.sh
+self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 
 # cluster DIR: initdb node a as primary on $port, node b as its standby on
 # $port+1. The modes run one after the other on this one pair.
@@ -255,6 +325,46 @@ cluster() {
 		fail_setup "the standby never streamed"
 }
 
+# cluster_auto DIR: a pg_auto_failover formation: monitor on $port+2, node
+# a (first, so primary) on $port, node b on $port+1. The monitor's health
+# checks are tightened from its defaults (5 s checks, 20 s before a node is
+# unhealthy, 30 s demote timeout) to about a second each, so that a crash
+# failover takes seconds and a short run has several.
+cluster_auto() {
+	local st=$1 mport=$((port + 2)) node p uri
+	mkdir -p "$st/pg"
+	if [[ $EUID -eq 0 ]]; then chown postgres: "$st" "$st/pg"; else chmod 777 "$st" "$st/pg"; fi
+	echo "$port" >"$st/port.a"
+	echo "$((port + 1))" >"$st/port.b"
+	echo "$mport" >"$st/port.monitor"
+	echo auto >"$st/mode"
+	"$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$mport" -t 1 && fail_setup "something already answers on 127.0.0.1:$mport (the monitor's port)"
+	autoctl "$st" create monitor --pgctl "$PGBIN/pg_ctl" --pgdata "$st/pg/monitor" --pgport "$mport" --hostname 127.0.0.1 \
+		--auth trust --no-ssl >"$st/create-monitor.log" 2>&1 || { tail -n 20 "$st/create-monitor.log" >&2; fail_setup "pg_autoctl create monitor failed"; }
+	keeper_start "$st" monitor run --pgdata "$st/pg/monitor" || fail_setup "the monitor's keeper did not start"
+	wait_until "the monitor" "$mport" "SELECT true" 60 || fail_setup "the monitor never answered"
+	for p in "health_check_period = 1000" "health_check_timeout = 1000" "health_check_max_retries = 1" \
+		"health_check_retry_delay = 500" "node_considered_unhealthy_timeout = 2000" "primary_demote_timeout = 2000"; do
+		psql_at "$mport" "ALTER SYSTEM SET pgautofailover.$p" >/dev/null || fail_setup "ALTER SYSTEM SET pgautofailover.$p failed"
+	done
+	psql_at "$mport" "SELECT pg_reload_conf()" >/dev/null
+	uri="postgres://autoctl_node@127.0.0.1:$mport/pg_auto_failover?sslmode=disable"
+	for node in a b; do
+		keeper_start "$st" "$node" create postgres --pgctl "$PGBIN/pg_ctl" --pgdata "$st/pg/$node" --pgport "$(cat "$st/port.$node")" \
+			--hostname 127.0.0.1 --listen 127.0.0.1 --name "node_$node" --monitor "$uri" --auth trust --no-ssl --dbname postgres --run ||
+			fail_setup "pg_autoctl create postgres (node $node) did not start"
+		if [[ $node == a ]]; then
+			wait_until "node a to be primary" "$port" "SELECT NOT pg_is_in_recovery()" 120 || fail_setup "node a never came up as primary"
+		fi
+	done
+	local deadline=$((SECONDS + 180))
+	until [[ $(auto_healthy "$st") == t ]]; do
+		((SECONDS < deadline)) || { tail -n 20 "$st/keeper.b.log" >&2; fail_setup "the formation never settled (primary + secondary)"; }
+		sleep 0.2
+	done
+	say "auto: pg_auto_failover $(autoctl "$st" --version 2>/dev/null | head -n1 | awk '{print $3}'): monitor 127.0.0.1:$mport, primary 127.0.0.1:$port, secondary 127.0.0.1:$((port + 1)), synchronous_standby_names = '$(psql_at "$port" "SHOW synchronous_standby_names")'"
+}
+
 # set_mode DIR MODE: synchronous_standby_names on both servers (ALTER SYSTEM
 # works on a standby too, and pg_basebackup copies it to every rebuilt one).
 set_mode() {
@@ -275,20 +385,42 @@ set_mode() {
 
 dsn="postgres://postgres@127.0.0.1:${port},127.0.0.1:$((port + 1))/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2"
 failed=0
-st=$work/cluster
-cluster "$st"
+plain_up=0
 for mode in ${modes//,/ }; do
 	extra=()
+	if [[ $mode == auto ]]; then
+		if ((plain_up)); then
+			stop_servers
+			plain_up=0
+		fi
+		st=$work/auto
+		command -v pg_autoctl >/dev/null 2>&1 || {
+			if [[ ${CI:-} == true || ${FENCE_CI_PROVISION:-} == 1 ]]; then
+				say "pg_autoctl not installed: apt-get install postgresql-15-auto-failover"
+				if [[ $EUID -eq 0 ]]; then sudo=(); else sudo=(sudo -n); fi
+				"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql-15-auto-failover >/dev/null </dev/null ||
+					fail_setup "apt-get install postgresql-15-auto-failover failed"
+			else
+				fail_setup "mode auto needs pg_autoctl (apt-get install postgresql-15-auto-failover, or rerun with CI=true / FENCE_CI_PROVISION=1)"
+			fi
+		}
+		cluster_auto "$st"
+	elif ((plain_up == 0)); then
+		st=$work/cluster
+		cluster "$st"
+		plain_up=1
+	fi
 	case $mode in
 	sync) ;;
 	async) extra=(--failover-lossy); ((raise == 0)) || extra+=(--raise-after-failover) ;;
 	control) extra=(--failover-lossy --old-fence-rule) ;;
-	*) fail_setup "unknown mode $mode (want sync, async, control)" ;;
+	auto) ;;
+	*) fail_setup "unknown mode $mode (want sync, async, control, auto)" ;;
 	esac
-	set_mode "$st" "$mode"
-	say "$mode: fence-torture --duration $duration --clients $clients --seed $seed --faults pause,skew,cancel ${extra[*]}"
+	[[ $mode == auto ]] || set_mode "$st" "$mode"
+	say "$mode: fence-torture --duration $duration --clients $clients --ttl $ttl --seed $seed --faults pause,skew,cancel ${extra[*]}"
 	rc=0
-	FENCE_PGFAIL_STATE=$st "$torture_bin" --dsn "$dsn" --duration "$duration" --clients "$clients" --window 2s --seed "$seed" \
+	FENCE_PGFAIL_STATE=$st "$torture_bin" --dsn "$dsn" --duration "$duration" --clients "$clients" --ttl "$ttl" --window 2s --seed "$seed" \
 		--faults pause,skew,cancel --check-timeout 20s --out "$st/$mode.out" --failover-cmd "bash $self hook" "${extra[@]}" \
 		>"$st/$mode.txt" 2>"$st/$mode.err" || rc=$?
 	sed 's/^/    /' "$st/$mode.txt"
@@ -303,7 +435,7 @@ for mode in ${modes//,/ }; do
 		[[ $rc -eq 0 && $last == "violations: 0" ]] || problems+=("fence-torture exit $rc, '$last'")
 	fi
 	((${n:-0} >= 2)) || problems+=("only ${n:-0} failovers (want 2 or more: run longer)")
-	if [[ $mode != sync ]] && ! grep -Eq '^  WAL bytes the promoted standby never received: .*\b[1-9]' "$st/$mode.txt"; then
+	if [[ $mode != sync && $mode != auto ]] && ! grep -Eq '^  WAL bytes the promoted standby never received: .*\b[1-9]' "$st/$mode.txt"; then
 		problems+=("no failover lost any WAL, so the floor was not put to the test")
 	fi
 	if ((${#problems[@]} > 0)); then
