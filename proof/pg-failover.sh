@@ -18,7 +18,7 @@
 #            commit reported was on the standby first. Every check of the
 #            harness must hold across every failover.
 #   async    synchronous_standby_names = '': before each failover the standby
-#            is cut off from the primary (primary_conninfo = '') for 0.2-0.6 s
+#            is cut off from the primary (primary_conninfo = '') for 0.3-0.8 s
 #            while the clients go on committing on the primary, so the promotion
 #            loses reported commits, acquisitions included. The fence floor
 #            must keep every fence handed out unique (the external resources'
@@ -107,7 +107,7 @@ hook() {
 		psql_at "$newport" "ALTER SYSTEM SET primary_conninfo = ''" >/dev/null
 		psql_at "$newport" "SELECT pg_reload_conf()" >/dev/null
 		wait_until "the standby's WAL receiver to stop" "$newport" "SELECT count(*) = 0 FROM pg_stat_wal_receiver" 30
-		sleep "0.$((2 + RANDOM % 5))"
+		sleep "0.$((3 + RANDOM % 6))"
 	fi
 	oldlsn=$(psql_at "$oldport" "SELECT pg_current_wal_lsn()" 2>/dev/null || echo "")
 	pg_kill "$st/pg/$old"
@@ -124,9 +124,12 @@ hook() {
 	fi
 	# The old primary's data directory is thrown away, not rewound: in
 	# async mode it has commits the new timeline never had.
+	local t1 t2
+	t1=$(now_ms)
 	standby_from "$st/pg/$old" "$oldport" "$newport"
+	t2=$(now_ms)
 	wait_until "the new standby to stream" "$newport" "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'" 60
-	echo "node $new (port $newport) primary, node $old (port $oldport) streaming again, $(($(now_ms) - t0)) ms" >&2
+	echo "node $new (port $newport) primary, node $old (port $oldport) streaming again, $(($(now_ms) - t0)) ms (kill and promote $((t1 - t0)) ms, base backup and start $((t2 - t1)) ms)" >&2
 }
 
 # ---------------------------------------------------------------------------
