@@ -8,40 +8,49 @@
 # standby (pg_basebackup). fence-torture runs its clients against the
 # multi-host DSN
 #   postgres://postgres@127.0.0.1:5441,127.0.0.1:5442/postgres?target_session_attrs=read-write
-# and, every 4-8 s, calls this script back (`pg-failover.sh hook`), which
-# kill -9s the primary's whole process group, promotes the standby
-# (pg_ctl promote) and rebuilds the old primary as the new standby from a
-# fresh pg_basebackup. The clients find the new primary through the DSN.
+# and, every 3-6 s of client time, calls this script back
+# (`pg-failover.sh hook`), which kill -9s the primary's whole process group,
+# promotes the standby (pg_ctl promote) and rebuilds the old primary as the
+# new standby from a fresh pg_basebackup. The clients find the new primary
+# through the DSN.
 #
-# Modes (one after the other, on the same pair of servers):
+# Modes (sync, async and control one after the other on the same pair):
 #   sync     synchronous_standby_names = '*', synchronous_commit = on: every
 #            commit reported was on the standby first. Every check of the
 #            harness must hold across every failover.
 #   async    synchronous_standby_names = '': before each failover the standby
 #            is cut off from the primary (primary_conninfo = '') for 0.3-0.8 s
-#            while the clients go on committing on the primary, so the promotion
-#            loses reported commits, acquisitions included. The fence floor
-#            must keep every fence handed out unique (the external resources'
-#            check); fence-torture runs Store.RaiseFences after each promotion
-#            (the runbook's step; --no-raise leaves it out).
+#            while the clients go on committing on the primary, so the
+#            promotion loses reported commits, acquisitions included. The
+#            fence floor must keep every fence handed out unique (the external
+#            resources' check); fence-torture runs Store.RaiseFences after
+#            each promotion (the runbook's step; --no-raise leaves it out).
 #   control  async with fence-torture --old-fence-rule (test triggers restore
 #            the rule before the floor, previous fence + 1): it must report a
 #            fence handed out twice, which shows the async check can fail.
+#   auto     pg_auto_failover instead (postgresql-15-auto-failover): a
+#            monitor on the third port, two keepers; the hook kill -9s the
+#            primary's keeper and postgres, the monitor promotes the
+#            secondary, the old node's keeper is started again and rejoins.
+#            Every check must hold, as in sync. Not in the default list: its
+#            setup takes a minute or more.
 #
 #   bash proof/pg-failover.sh                         sync, async and control, 25 s each
 #   bash proof/pg-failover.sh --modes sync,async --duration 5m --seed 7
+#   bash proof/pg-failover.sh --modes auto --duration 4m
 #   bash proof/pg-failover.sh --torture BIN           use this fence-torture binary
 #
-# Options: --modes LIST (sync,async,control), --duration D (per mode,
+# Options: --modes LIST (sync,async,control,auto), --duration D (per mode,
 # default 25s), --clients N (8), --ttl D (lease TTL, default 150ms),
 # --seed N (default: the time), --dir DIR (scratch directory, default a new
 # one under $TMPDIR; removed afterwards unless --keep or a mode failed),
-# --port P (first of two ports, default $FENCE_PGFAIL_PORT or 5441),
-# --no-raise, --keep.
+# --port P (first of the ports, default $FENCE_PGFAIL_PORT or 5441; auto
+# uses P+2 too), --no-raise, --keep.
 #
 # Exit status: 0 as expected, 1 not as expected (violations, no failover,
 # an async run that lost no WAL, a control that was not caught), 2 setup
-# failed. Missing server binaries are installed with apt-get only under
+# failed. Missing server binaries (and pg_autoctl, for auto) are installed
+# with apt-get only under
 # CI=true or FENCE_CI_PROVISION=1 (as .ci/run does). Runs the servers as
 # user postgres (runuser as root, else sudo -n, or directly when already
 # postgres). Never touches any other server: every command names
