@@ -50,9 +50,8 @@
 # Exit status: 0 as expected, 1 not as expected (violations, no failover,
 # an async run that lost no WAL, a control that was not caught), 2 setup
 # failed. Missing server binaries (and pg_autoctl, for auto) are installed
-# with apt-get only under
-# CI=true or FENCE_CI_PROVISION=1 (as .ci/run does). Runs the servers as
-# user postgres (runuser as root, else sudo -n, or directly when already
+# with apt-get only under CI=true or FENCE_CI_PROVISION=1 (as .ci/run
+# does). Runs the servers as user postgres (runuser as root, else sudo -n, or directly when already
 # postgres). Never touches any other server: every command names
 # 127.0.0.1 and the scratch ports.
 set -euo pipefail
