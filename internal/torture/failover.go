@@ -357,3 +357,19 @@ func (r *Result) writeFailoverSummary(w io.Writer) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// checkFailoverConfig refuses combinations the failover fault cannot run
+// with: the restart fault starts a private server of its own and the proxy
+// fronts one address, while the failover's clients must reach every server
+// of the cluster through a multi-host DSN.
+func checkFailoverConfig(cfg Config) error {
+	switch {
+	case cfg.FailoverCmd == "" && (cfg.FailoverLossy || cfg.RaiseAfterFailover):
+		return fmt.Errorf("torture: --failover-lossy and --raise-after-failover need --failover-cmd")
+	case cfg.RaiseAfterFailover && !cfg.FailoverLossy:
+		return fmt.Errorf("torture: --raise-after-failover is the step after an asynchronous failover: it needs --failover-lossy")
+	case cfg.FailoverCmd != "" && (cfg.Faults[FaultRestart] || cfg.Faults[FaultProxy]):
+		return fmt.Errorf("torture: the failover fault cannot run with the restart or proxy fault (they need one server of their own); leave them out of --faults")
+	}
+	return nil
+}

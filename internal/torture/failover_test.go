@@ -89,3 +89,20 @@ func TestFailoverScheduleFirstHalf(t *testing.T) {
 		t.Fatal("a failover fired without a command")
 	}
 }
+
+func TestFailoverConfigRefused(t *testing.T) {
+	for _, cfg := range []Config{
+		{FailoverLossy: true},
+		{FailoverCmd: "true", RaiseAfterFailover: true},
+		{FailoverCmd: "true", Faults: Faults{FaultRestart: true}},
+		{FailoverCmd: "true", Faults: Faults{FaultProxy: true}},
+	} {
+		cfg.DSN, cfg.Duration = "sqlite:"+filepath.Join(t.TempDir(), "t.db"), time.Second
+		if _, err := Run(context.Background(), cfg); err == nil {
+			t.Errorf("%+v: Run did not refuse it", cfg)
+		}
+	}
+	if err := checkFailoverConfig(Config{FailoverCmd: "true", FailoverLossy: true, RaiseAfterFailover: true, Faults: Faults{FaultPause: true}}); err != nil {
+		t.Errorf("a valid failover config refused: %v", err)
+	}
+}

@@ -202,6 +202,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.OldFenceRule && h.d != fence.Postgres {
 		return nil, fmt.Errorf("torture: the old-fence-rule control needs a PostgreSQL DSN (its triggers rewrite NEW, which only PostgreSQL's RETURNING reports), not %s", h.d)
 	}
+	if err := checkFailoverConfig(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Faults[FaultProxy] && h.d == fence.SQLite {
 		return nil, errors.New("torture: the proxy fault needs a networked database (SQLite runs in process); leave it out for sqlite")
 	}
