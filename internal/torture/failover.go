@@ -56,7 +56,10 @@ type failoverState struct {
 	lostAt int64
 	open   bool
 	// bg is the last failover command, still rebuilding its standby.
-	bg               sync.WaitGroup
+	bg sync.WaitGroup
+	// promoting is closed when the running command says promoted (or
+	// ends); nil when none runs. The window waits for it (holdWindow).
+	promoting        chan struct{}
 	pauses, promotes []time.Duration
 	lostBytes        []int64
 	raised           int64
@@ -112,8 +115,13 @@ func (h *harness) failover() error {
 	}
 	defer unlock()
 	h.stats.fault(FaultFailover)
+	promoting := make(chan struct{})
+	var promotingOnce sync.Once
+	released := func() { promotingOnce.Do(func() { close(promoting) }) }
+	defer released()
 	h.fo.mu.Lock()
 	h.fo.thisWindow = true
+	h.fo.promoting = promoting
 	h.fo.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	progress := h.cfg.Progress
@@ -163,6 +171,7 @@ func (h *harness) failover() error {
 	for !promoted && sc.Scan() {
 		promoted = line(sc.Text())
 	}
+	released()
 	if promoted && h.cfg.FailoverLossy && h.cfg.RaiseAfterFailover {
 		// The operator's step after promoting an asynchronous standby
 		// (docs/RUNBOOK.md): every lease revoked, its fence raised to the
@@ -372,4 +381,25 @@ func checkFailoverConfig(cfg Config) error {
 		return fmt.Errorf("torture: the failover fault cannot run with the restart or proxy fault (they need one server of their own); leave them out of --faults")
 	}
 	return nil
+}
+
+// holdWindow keeps the clients of the current window running while a
+// failover is under way, until the command says promoted (at most a
+// minute): the clients must be committing when the primary is cut off and
+// killed, or an asynchronous failover loses nothing, and they must be
+// there to end the pause. On a loaded machine the command's first steps can
+// outlast the rest of a window.
+func (h *harness) holdWindow() {
+	h.fo.mu.Lock()
+	ch := h.fo.promoting
+	h.fo.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
 }

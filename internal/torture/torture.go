@@ -454,6 +454,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		case <-ctx.Done():
 		}
 		t.Stop()
+		h.holdWindow()
 		close(ep.stop)
 		<-allDone
 		close(injStop)
