@@ -45,7 +45,8 @@
 # --seed N (default: the time), --dir DIR (scratch directory, default a new
 # one under $TMPDIR; removed afterwards unless --keep or a mode failed),
 # --port P (first of the ports, default $FENCE_PGFAIL_PORT or 5441; auto
-# uses P+2 too), --no-raise, --keep.
+# uses P+2 too), --no-raise, --keep, --min-failovers N (per mode, default
+# 2; fewer is not as expected).
 #
 # Exit status: 0 as expected, 1 not as expected (violations, no failover,
 # an async run that lost no WAL, a control that was not caught), 2 setup
@@ -220,6 +221,7 @@ seed=$(date +%s)
 work=
 keep=0
 raise=1
+min_failovers=2
 torture_bin=
 ttl=150ms
 port=${FENCE_PGFAIL_PORT:-5441}
@@ -234,6 +236,7 @@ while [[ $# -gt 0 ]]; do
 	--port) port=$2; shift 2 ;;
 	--torture) torture_bin=$2; shift 2 ;;
 	--no-raise) raise=0; shift ;;
+	--min-failovers) min_failovers=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "pg-failover: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -445,7 +448,7 @@ for mode in ${modes//,/ }; do
 	else
 		[[ $rc -eq 0 && $last == "violations: 0" ]] || problems+=("fence-torture exit $rc, '$last'")
 	fi
-	((${n:-0} >= 2)) || problems+=("only ${n:-0} failovers (want 2 or more: run longer)")
+	((${n:-0} >= min_failovers)) || problems+=("only ${n:-0} failovers (want $min_failovers or more: run longer)")
 	if [[ $mode != sync && $mode != auto ]] && ! grep -Eq '^  WAL bytes the promoted standby never received: .*\b[1-9]' "$st/$mode.txt"; then
 		problems+=("no failover lost any WAL, so the floor was not put to the test")
 	fi
