@@ -10,6 +10,7 @@
 //	go run ./cmd/fence-torture --unsafe --duration 10s   # the control: must report violations
 //	go run ./cmd/fence-torture --dsn postgres://postgres@127.0.0.1:5432/test --old-fence-rule --faults rollback --duration 10s   # must report fences reused
 //	go run ./cmd/fence-torture --dsn 'mysql://root@127.0.0.1:3311/fence?wsrep_sync_wait=7' --client-dsns 'mysql://root@127.0.0.1:3311/fence?wsrep_sync_wait=7,mysql://root@127.0.0.1:3312/fence?wsrep_sync_wait=7,mysql://root@127.0.0.1:3313/fence?wsrep_sync_wait=7' --faults pause,skew,cancel   # Galera (clusters/galera/galera.sh): clients over the 3 nodes
+//	bash proof/pg-failover.sh   # a primary and a standby, failed over again and again (--failover-cmd)
 package main
 
 import (
@@ -51,6 +52,9 @@ func run() int {
 	flag.BoolVar(&cfg.Pgx, "pgx", false, "PostgreSQL only: every client store is pgx-native (pgxpool + fence.OpenPool, no database/sql); fenced writes use Store.Exec, ExecPgx, InPgxTx and CheckPgxTx in a pgx.Tx")
 	flag.BoolVar(&cfg.Keep, "keep", false, "leave the tables in place")
 	flag.BoolVar(&cfg.OldFenceRule, "old-fence-rule", false, "control, PostgreSQL only: test triggers on the run's lease table make each new fence the previous one + 1 (the rule before the floor from the database clock); with the rollback fault the external checker must report a fence handed out twice")
+	flag.StringVar(&cfg.FailoverCmd, "failover-cmd", "", "shell command that fails the cluster's primary over to a standby, run every 3–6 s while the clients run; it prints primary-lost, promoted and lost-wal-bytes N lines (internal/torture/failover.go; proof/pg-failover.sh). --dsn must then be a multi-host DSN with target_session_attrs=read-write")
+	flag.BoolVar(&cfg.FailoverLossy, "failover-lossy", false, "with --failover-cmd: the cluster replicates asynchronously, a failover may lose reported commits; windows with one are judged by the external resources only (no fence handed out twice)")
+	flag.BoolVar(&cfg.RaiseAfterFailover, "raise-after-failover", false, "with --failover-lossy: run Store.RaiseFences right after each failover, as docs/RUNBOOK.md tells an operator to")
 	strict := true
 	flag.BoolVar(&strict, "strict-acquire", strict, "take an acquire reported as a definite failure at its word: one that committed is a violation (--strict-acquire=false models it as maybe and counts such commits on the summary's FINDING line)")
 	flag.Parse()

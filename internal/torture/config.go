@@ -34,6 +34,10 @@ const (
 	// FaultRollback: the lease table goes back to an earlier copy of itself
 	// (a restored dump, a promoted asynchronous replica; rollback.go).
 	FaultRollback = "rollback"
+	// FaultFailover: an external command fails the primary of a replicated
+	// cluster over to a standby (Config.FailoverCmd, failover.go). Not in
+	// AllFaults: it needs a cluster and the command that drives it.
+	FaultFailover = "failover"
 )
 
 // AllFaults lists every fault kind.
@@ -147,6 +151,20 @@ type Config struct {
 	// was the default while Store.Acquire reported some committed acquires
 	// as definite failures (fixed in ffffa00; docs/RELIABILITY.md).
 	LenientAcquire bool
+	// FailoverCmd, when set, is run by sh -c every 3–6 s of window time (the
+	// first 1–3 s in) to fail the cluster's primary over to a standby while
+	// the clients run (failover.go says what it must print). DSN must reach
+	// whichever server is primary: a multi-host DSN with
+	// target_session_attrs=read-write.
+	FailoverCmd string
+	// FailoverLossy says the cluster replicates asynchronously: a failover
+	// may lose commits the clients were told about, so a window with one is
+	// judged by the external resources only, and the facts restart from the
+	// promoted database.
+	FailoverLossy bool
+	// RaiseAfterFailover runs Store.RaiseFences(0) right after each lossy
+	// failover, as the runbook tells an operator to.
+	RaiseAfterFailover bool
 }
 
 func (c *Config) defaults() error {

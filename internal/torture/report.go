@@ -146,9 +146,13 @@ type Result struct {
 	// AcquireWait: calls, Acquire attempts, attempts of unknown outcome,
 	// and of those the ones in calls that then succeeded.
 	AWCalls, AWAttempts, AWAmbiguous, AWAmbiguousThenOK int64
-	Violations                                          []Violation
-	Unknown                                             []Violation
-	Errors                                              []string
+	// Failover: the failover fault's measurements and the fenced-write
+	// latency (failover.go).
+	Failover      failoverSummary
+	FailoverLossy bool
+	Violations    []Violation
+	Unknown       []Violation
+	Errors        []string
 }
 
 func (h *harness) result() *Result {
@@ -171,6 +175,7 @@ func (h *harness) result() *Result {
 		ErrClasses: clone(s.errs), AcqFailed: clone(s.acqErrs), Violations: append([]Violation(nil), c.viol...), Unknown: append([]Violation(nil), c.unknown...),
 		Errors:  append([]string(nil), s.lastErrs...),
 		AWCalls: s.awCalls, AWAttempts: s.awAttempts, AWAmbiguous: s.awAmb, AWAmbiguousThenOK: s.awAmbThenOK}
+	r.Failover, r.FailoverLossy = h.failoverResult(), h.cfg.FailoverLossy
 	if h.cfg.Faults[FaultSkew] {
 		r.FaultCount["skew-clients"] = int64(h.cfg.Clients / 2)
 	}
@@ -313,6 +318,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "  rollback:    %d restores (%d with expiry shifted) of %d snapshots of the lease table; restored generations valid: %d, of which held by a client again: %d\n",
 			r.FaultCount[FaultRollback], r.FaultCount["rollback-shifted"], r.FaultCount["snapshot"], r.FaultCount["rollback-valid"], r.FaultCount["rollback-revived"])
 	}
+	r.writeFailoverSummary(w)
 	fmt.Fprintf(w, "  external resource: %d fences seen, writes accepted %d, refused %d (below the highest fence written)\n", r.ExtFences, r.ExtAccepted, r.ExtRefused)
 	if r.AcquireFindings > 0 {
 		fmt.Fprintf(w, "  FINDING: %d acquisitions committed that only acquires reported as definite failures can explain (lenient mode counts them here; the default, --strict-acquire, counts them as violations).\n", r.AcquireFindings)

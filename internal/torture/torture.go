@@ -153,6 +153,7 @@ type harness struct {
 	rollback      *rollbackPlan
 	ext           []*extResource
 	window        atomic.Int64 // the window clients are running in
+	fo            failoverState
 }
 
 // restartSchedule spaces the restart fault over the time clients run
@@ -214,6 +215,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, fmt.Errorf("torture: client DSN %s is %s, the admin DSN %s", d.Redacted, d.Dialect, h.d)
 			}
 		}
+	}
+	if err := checkFailoverConfig(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Faults[FaultProxy] && h.d == fence.SQLite {
 		return nil, errors.New("torture: the proxy fault needs a networked database (SQLite runs in process); leave it out for sqlite")
@@ -468,6 +472,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		case <-ctx.Done():
 		}
 		t.Stop()
+		h.holdWindow()
 		close(ep.stop)
 		<-allDone
 		close(injStop)
@@ -483,6 +488,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	h.stopping.Store(true)
+	h.failoverWait()
 	h.checker.finish()
 	r := h.result()
 	if runErr != nil {
@@ -684,6 +690,7 @@ func (c *client) doOp(ep *epoch) {
 	}
 	ep.ops[c.id] = append(ep.ops[c.id], o)
 	h.stats.record(&o)
+	h.noteOp(&o)
 
 	if o.Res == resFailed || o.Res == resAmbiguous && o.Fault == "" {
 		// The database is down or the connection broke: back off a little,
@@ -962,7 +969,7 @@ func (h *harness) inject(stop chan struct{}) {
 		kinds = append(kinds, "proxy-reset", "proxy-blackhole", "proxy-latency")
 	}
 	restart := f[FaultRestart]
-	if len(kinds) == 0 && !restart {
+	if len(kinds) == 0 && !restart && h.cfg.FailoverCmd == "" {
 		return
 	}
 	wait := func(d time.Duration) bool {
@@ -976,6 +983,7 @@ func (h *harness) inject(stop chan struct{}) {
 		}
 	}
 	rng := h.faultRng
+	began := time.Now()
 	for {
 		tick := time.Duration(100+rng.IntN(400)) * time.Millisecond
 		if !wait(tick) {
@@ -986,6 +994,12 @@ func (h *harness) inject(stop chan struct{}) {
 		if restart && h.restarts.advance(rng, tick) {
 			h.stats.fault("restart")
 			if err := h.restart(); err != nil {
+				h.stats.error(err)
+			}
+			continue
+		}
+		if h.failoverDue(tick, time.Since(began)) {
+			if err := h.failover(); err != nil {
 				h.stats.error(err)
 			}
 			continue
@@ -1098,6 +1112,7 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		return nil, fmt.Errorf("torture: barrier %d: reading the database clock: %w", w, err)
 	}
 	span := [2]int64{h.barrierMs, nowMs}
+	lossy := h.takeFailover() && h.cfg.FailoverLossy
 	h.barrierMs = nowMs
 	held := map[fence.Token]bool{}
 	for _, c := range h.clients {
@@ -1153,6 +1168,12 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		win.ops[li] = append(win.ops[li], b)
 		next[li] = state{Fence: b.Out.Fence, Valid: b.Out.Valid, WFence: b.Out.WFence, Cnt: b.Out.Cnt,
 			Orphan: b.Out.Found && !held[fence.Token{Lease: name, Owner: info.Owner, Fence: info.Fence}]}
+		if lossy {
+			if err := h.resyncAfterLossyFailover(ctx, w, li, b.Out.Cnt, txc); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		vs := h.direct[li].check(h, w, li, win.ops[li], events, txc, b.Out.Cnt, span, &win.res[li])
 		if len(vs) > 0 {
 			file := h.checker.dumpDirect(win, li, events, span)
@@ -1169,7 +1190,9 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 			}
 		}
 	}
-	h.checker.submit(win)
+	if !lossy {
+		h.checker.submit(win)
+	}
 	h.stats.windows.Add(1)
 	return next, nil
 }
