@@ -20,12 +20,17 @@ func TestRunPushesMetrics(t *testing.T) {
 		method string
 		path   string
 		body   string
+		refuse bool // answer 502, as a Pushgateway that is down
 	)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bs, _ := io.ReadAll(r.Body)
 		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			http.Error(w, "no", http.StatusBadGateway)
+			return
+		}
 		method, path, body = r.Method, r.URL.Path, string(bs)
-		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer gw.Close()
@@ -35,6 +40,8 @@ func TestRunPushesMetrics(t *testing.T) {
 	host, _ := os.Hostname()
 	mu.Lock()
 	defer mu.Unlock()
+	// Checked under mu: a keep-alive connection of the gateway may still be
+	// serving when the command has ended.
 	// The grouping labels come in any order.
 	a, c := "/instance/"+host, "/fence_lease/pushed"
 	if method != http.MethodPut || (path != "/metrics/job/fence_run"+a+c && path != "/metrics/job/fence_run"+c+a) {
@@ -57,7 +64,10 @@ func TestRunPushesMetrics(t *testing.T) {
 	}
 
 	// A Pushgateway that refuses is a warning: the command's outcome stands.
-	gw.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusBadGateway) })
+	// (Not by swapping gw.Config.Handler: its connections read it unlocked.)
+	refuse = true
+	mu.Unlock()
+	defer mu.Lock()
 	r := b.fence(t, "run", "--lease", "pushed", "--metrics-push", gw.URL, "--", "true")
 	if r.code != 0 || !strings.Contains(r.stderr, "--metrics-push") {
 		t.Fatalf("run with a refusing Pushgateway: %v", r)
