@@ -860,7 +860,17 @@ func (s *Store) wrapWrite(op, lease string, err error) error {
 // a driver may only return when the server cannot have run the statement,
 // and database/sql's own argument checks). Anything else, a failure between
 // us and the commit, leaves the outcome unknown.
+//
+// An error marked driver.AfterWriter is never definite: it came after a
+// write of the same call (MySQL's read-back of LAST_INSERT_ID after an
+// autocommit revoke or acquire), so even an ErrBadConn inside it leaves the
+// write's outcome unknown. The Galera torture caught a revoke that
+// committed while it was reported failed this way.
 func (s *Store) definite(err error) bool {
+	var aw driver.AfterWriter
+	if errors.As(err, &aw) && aw.AfterWrite() {
+		return false
+	}
 	return s.drv.IsServerError(err) || errors.Is(err, sqldriver.ErrBadConn) || clientArgError(err)
 }
 

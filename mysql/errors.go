@@ -88,6 +88,10 @@ type afterWriteError struct{ err error }
 func (e *afterWriteError) Error() string { return e.err.Error() }
 func (e *afterWriteError) Unwrap() error { return e.err }
 
+// AfterWrite marks the error for the root package (driver.AfterWriter): an
+// ErrBadConn inside it does not mean the statement was never sent.
+func (e *afterWriteError) AfterWrite() bool { return true }
+
 func afterWrite(err error) error {
 	if err == nil {
 		return nil

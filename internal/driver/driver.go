@@ -17,6 +17,12 @@ import (
 	"database/sql"
 )
 
+// AfterWriter is implemented by an error that struck after a statement of
+// the same call may have committed (a read-back after an autocommit write).
+// Whatever it wraps — even database/sql's ErrBadConn, which otherwise means
+// "nothing was sent" — the call's outcome is unknown.
+type AfterWriter interface{ AfterWrite() bool }
+
 // Lease states as stored in the state column.
 const (
 	StateHeld     = "held"
