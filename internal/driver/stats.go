@@ -79,3 +79,25 @@ func ScanRunCounts(rows Rows, st *Stats) error {
 	}
 	return rows.Err()
 }
+
+// ReadStats runs a driver's two stats statements on db: leases (its one
+// parameter the lease limit) and run counts. The SQLite and MySQL drivers
+// share it; PostgreSQL reads through its pool or handle itself.
+func ReadStats(ctx context.Context, db *sql.DB, leasesQ, runsQ string, maxLeases int) (Stats, error) {
+	var st Stats
+	rows, err := db.QueryContext(ctx, leasesQ, max(maxLeases, 0))
+	if err != nil {
+		return st, err
+	}
+	err = ScanLeaseStats(rows, &st)
+	rows.Close()
+	if err != nil {
+		return st, err
+	}
+	rows, err = db.QueryContext(ctx, runsQ)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	return st, ScanRunCounts(rows, &st)
+}
