@@ -17,7 +17,7 @@ func (e afterWrite) Unwrap() error    { return e.err }
 func (e afterWrite) AfterWrite() bool { return true }
 
 func TestBadConnAfterWriteIsAmbiguous(t *testing.T) {
-	s, err := Open(context.Background(), "sqlite::memory:")
+	s, err := testOpen(context.Background(), "sqlite::memory:")
 	if err != nil {
 		t.Fatal(err)
 	}

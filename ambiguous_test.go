@@ -43,7 +43,7 @@ func (d *lostReply) IsServerError(err error) bool {
 func migratedSQLite(t *testing.T, opts ...Option) *Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), opts...)
+	s, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "a.db"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/internal/teststore"
 	"github.com/fencekit/fence/mysql"
@@ -231,11 +232,11 @@ func openUnpinged(t *testing.T, dsn string, open func(string) (*sql.DB, error)) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	d, err := fence.ParseDSN(dsn)
+	d, err := fencedsn.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fence.OpenDB(h, d.Dialect)
+	return fencedsn.OpenDB(context.Background(), h, d.Dialect)
 }
 
 // gate forwards TCP connections to a database until shut; after that its
@@ -306,7 +307,8 @@ func randHex(t *testing.T) string {
 
 // exec runs the test's own SQL on the store's handle, database/sql or pgx.
 func exec(ctx context.Context, s *fence.Store, q string, args ...any) (int64, error) {
-	if p := s.Pool(); p != nil {
+	if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+		p := d.Pool()
 		tag, err := p.Exec(ctx, q, args...)
 		return tag.RowsAffected(), err
 	}

@@ -13,7 +13,7 @@
 //	// of every replica that shares the database at dsn: "sqlite:fence.db",
 //	// "postgres://app@db/app" or "mysql://app@db:3306/app".
 //	func assign(ctx context.Context, dsn string, id int, owner string) (fence.Result, error) {
-//		store, err := fence.Open(ctx, dsn)
+//		store, err := fencedsn.Open(ctx, dsn)
 //		if err != nil {
 //			return fence.Result{}, err
 //		}
@@ -31,8 +31,13 @@
 //		// Result.Outcome: completed, failed, not-acquired, lost or rejected
 //	}
 //
-// Programs that use pgx without database/sql open the store over their pool
-// with OpenPool; it runs the same SQL (docs/adr/0003-pgx-native-store.md).
+// The sample opens its store from a DSN with fencedsn.Open, which links all
+// three drivers. A program that knows its database links only that driver:
+// it makes the driver from its own handle — postgres.New(db, ""),
+// mysql.New, sqlite.New, or postgres.NewPool(pool, "") for pgx's own pool —
+// and calls New. The root package imports no database driver. Fenced writes
+// with pgx's types are in package fencepgx (docs/adr/0003-pgx-native-store.md);
+// ExecWith and CheckWith serve any other client library.
 //
 // # Leader election
 //
@@ -56,7 +61,8 @@
 //     valid for a lease name.
 //   - Fences for a name strictly increase and are never reused.
 //   - A fenced write (Store.Exec, Store.InTx, Store.CheckTx, FinishRun, and
-//     their pgx counterparts ExecPgx, InPgxTx, CheckPgxTx) carrying fence f never commits after an acquisition of a fence above f
+//     their counterparts ExecWith, CheckWith and fencepgx's) carrying fence f
+//     never commits after an acquisition of a fence above f
 //     has committed; a refused write changes nothing and says why (ErrLost).
 //   - Validity is decided by the database clock only. The application clock
 //     is used to give up early (the runner's renew deadline), never to
@@ -82,7 +88,7 @@
 //
 // # Fenced writes: the SQL that is accepted
 //
-// Exec, ExecIn, Fenced and ExecPgx put the fence predicate where the
+// Exec, ExecIn, ExecWith and Fenced put the fence predicate where the
 // statement says {{fence}}. fence does not parse SQL: it tokenizes it as the
 // dialect does (literals, quoted names, comments) and accepts only the shapes
 // in which the predicate guards every row the statement writes. Anything
@@ -112,9 +118,9 @@
 //	placeholders ≠ arguments; $1, $3 without $2; ? with $n      refused
 //	SQLite ?NNN, :name, @name, $name; $n on SQLite or MySQL     refused: use ?
 //	MySQL /*! … */ (run by the server as SQL)                   refused
-//	CheckTx / CheckPgxTx, then the transaction's writes         fenced until commit, if called at the top level
+//	CheckTx / CheckWith, then the transaction's writes          fenced until commit, if called at the top level
 //	CheckTx inside a SAVEPOINT that is then rolled back         NOT fenced on PostgreSQL and MariaDB/MySQL: the
-//	                                                              rollback releases the lock (CheckPgxTx refuses
+//	                                                              rollback releases the lock (fencepgx.CheckTx refuses
 //	                                                              pgx's nested transactions); call CheckTx at the
 //	                                                              top level of the transaction, not inside a
 //	                                                              savepoint you may roll back, or use ExecIn with

@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fencehttp"
 	"github.com/fencekit/fence/internal/testdb"
+	"github.com/fencekit/fence/postgres"
 	"github.com/fencekit/fence/task"
 )
 
@@ -64,7 +66,7 @@ func newNamespace(t *testing.T, d fence.Dialect) (namespace, bool) {
 			base, env = testdb.MySQLDSN(), "FENCE_TEST_MYSQL"
 			create, drop = "CREATE DATABASE "+name, "DROP DATABASE "+name
 		}
-		admin, err := fence.Open(ctx, base)
+		admin, err := fencedsn.Open(ctx, base)
 		if err != nil {
 			testdb.Unreachable(t, string(d), env, err)
 			return namespace{}, false
@@ -89,7 +91,7 @@ func newNamespace(t *testing.T, d fence.Dialect) (namespace, bool) {
 			dsn = base[:i+1] + name
 		}
 	}
-	s, err := fence.Open(ctx, dsn)
+	s, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestSampleAssign(t *testing.T) {
 			t.Fatalf("owner %q after the sample, want alice", got)
 		}
 
-		s, err := fence.Open(ctx, ns.dsn)
+		s, err := fencedsn.Open(ctx, ns.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,10 +187,44 @@ func TestSampleAssignPgx(t *testing.T) {
 	})
 }
 
+func TestSampleOpenPostgres(t *testing.T) {
+	eachNamespace(t, []fence.Dialect{fence.Postgres}, func(t *testing.T, ns namespace) {
+		ctx := sampleCtx(t)
+		db, err := postgres.Open(ns.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		store, err := openPostgres(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		if store.Dialect() != fence.Postgres || store.DB() != db {
+			t.Fatalf("store over %s, DB %p; want postgres over %p", store.Dialect(), store.DB(), db)
+		}
+		if _, err := store.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l, err := store.Acquire(ctx, "admin:reconciliation", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Release(ctx, l.Token); err != nil {
+			t.Fatal(err)
+		}
+		// The caller's handle outlives the store.
+		store.Close()
+		if err := db.PingContext(ctx); err != nil {
+			t.Fatalf("store.Close closed the caller's handle: %v", err)
+		}
+	})
+}
+
 func TestSampleReplan(t *testing.T) {
 	eachNamespace(t, allDialects, func(t *testing.T, ns namespace) {
 		ctx := sampleCtx(t)
-		s, err := fence.Open(ctx, ns.dsn)
+		s, err := fencedsn.Open(ctx, ns.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +267,7 @@ func TestSamplePublish(t *testing.T) {
 		}
 		srv := httptest.NewServer(mux)
 		defer srv.Close()
-		s, err := fence.Open(ctx, ns.dsn)
+		s, err := fencedsn.Open(ctx, ns.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +327,7 @@ func TestSampleLeadReports(t *testing.T) {
 		execAll(t, ns.db, `CREATE TABLE reports (id INT PRIMARY KEY, body VARCHAR(100) NOT NULL, author VARCHAR(100) NOT NULL)`,
 			`INSERT INTO reports VALUES (1, '', '')`)
 		replica := func(me string) (stop func() error) {
-			s, err := fence.Open(ctx, ns.dsn)
+			s, err := fencedsn.Open(ctx, ns.dsn)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // The sample of README.md's "Leader election" and of the package doc, word
@@ -50,7 +51,7 @@ func Example_leadReports() {
 	if _, err := db.Exec(`INSERT INTO reports VALUES (1, '', '')`); err != nil {
 		log.Fatal(err)
 	}
-	store, err := fence.Open(ctx, dsn)
+	store, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fencehttp"
 	"github.com/fencekit/fence/fenceotel"
+	"github.com/fencekit/fence/fencepgx"
 	"github.com/fencekit/fence/fenceprom"
+	"github.com/fencekit/fence/postgres"
 	"github.com/fencekit/fence/sqlite"
 	"github.com/fencekit/fence/task"
 )
@@ -33,7 +36,7 @@ import (
 // of every replica that shares the database at dsn: "sqlite:fence.db",
 // "postgres://app@db/app" or "mysql://app@db:3306/app".
 func assign(ctx context.Context, dsn string, id int, owner string) (fence.Result, error) {
-	store, err := fence.Open(ctx, dsn)
+	store, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		return fence.Result{}, err
 	}
@@ -54,21 +57,34 @@ func assign(ctx context.Context, dsn string, id int, owner string) (fence.Result
 // assignPgx is assign for a program that uses pgx without database/sql
 // (tables created by store.Migrate or the files of migrations/).
 func assignPgx(ctx context.Context, pool *pgxpool.Pool, id int, owner string) error {
-	store, err := fence.OpenPool(pool) // the pool stays yours: Close does not close it
+	drv, err := postgres.NewPool(pool, "") // the pool stays yours: Close does not close it
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	store, err := fence.New(ctx, drv)
+	if err != nil {
+		return err
+	}
 	l, err := store.Acquire(ctx, "admin:reconciliation", 30*time.Second)
 	if err != nil {
 		return err // errors.Is(err, fence.ErrHeld): another replica holds it
 	}
 	defer store.Release(context.WithoutCancel(ctx), l.Token)
-	return store.InPgxTx(ctx, l.Token, func(tx pgx.Tx) error { // lease row share-locked, token checked
-		_, err := store.ExecPgx(ctx, tx, l.Token,
+	return fencepgx.InTx(ctx, store, pool, l.Token, func(tx pgx.Tx) error { // lease row share-locked, token checked
+		_, err := fencepgx.Exec(ctx, store, tx, l.Token,
 			`UPDATE items SET owner = $1 WHERE id = $2 AND {{fence}}`, owner, id)
 		return err
 	})
+}
+
+// openPostgres makes a store for a program that knows its database: only
+// the chosen driver's package is linked (no SQLite, no MySQL).
+func openPostgres(ctx context.Context, db *sql.DB) (*fence.Store, error) {
+	drv, err := postgres.New(db, "") // db from postgres.Open(dsn), or your own pgx stdlib handle
+	if err != nil {
+		return nil, err
+	}
+	return fence.New(ctx, drv) // checks the session settings once
 }
 
 // replan switches a task's model midway: the first plan's late step is
@@ -152,7 +168,7 @@ func observed(ctx context.Context, dsn string, reg prometheus.Registerer, job fe
 	if err := reg.Register(m); err != nil {
 		return fence.Result{}, err
 	}
-	store, err := fence.Open(ctx, dsn, fence.WithObserver(m), fence.WithObserver(fenceotel.New(nil)))
+	store, err := fencedsn.Open(ctx, dsn, fence.WithObserver(m), fence.WithObserver(fenceotel.New(nil)))
 	if err != nil {
 		return fence.Result{}, err
 	}
@@ -204,7 +220,7 @@ func Example_replan() {
 	ctx := context.Background()
 	dsn, _, cleanup := exampleDB("tasks.db")
 	defer cleanup()
-	store, err := fence.Open(ctx, dsn)
+	store, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -230,7 +246,7 @@ func Example_observed() {
 	ctx := context.Background()
 	dsn, _, cleanup := exampleDB("app.db")
 	defer cleanup()
-	store, err := fence.Open(ctx, dsn)
+	store, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
-// (PgxExecer is its pgx-native counterpart.)
+// (fencepgx.Execer is its pgx-native counterpart.)
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
@@ -52,10 +54,53 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 		})
 		return n, err
 	}
-	if s.pool != nil {
-		return s.ExecPgx(ctx, s.pool, t, query, args...)
+	if s.db == nil {
+		// A driver over a pgx pool (postgres.NewPool) runs it on the pool.
+		if x, ok := s.drv.(interface {
+			Exec(ctx context.Context, query string, args []any) (int64, error)
+		}); ok {
+			return s.ExecWith(ctx, t, x.Exec, query, args...)
+		}
 	}
 	return s.ExecIn(ctx, s.db, t, query, args...)
+}
+
+// ExecWith is Exec through a database client other than database/sql (pgx's
+// own API, a query builder's executor): fence rewrites query as Fenced does,
+// exec runs it and returns the rows affected, and the results and errors are
+// Exec's. exec must run exactly the query and arguments it is given, in one
+// statement. fencepgx.Exec is ExecWith over pgx.
+//
+// On MariaDB Galera Cluster a fenced write needs the lease row written in
+// its transaction, which ExecWith cannot do: it refuses with ErrInvalid
+// there (use InTx, or CheckTx in the caller's transaction).
+func (s *Store) ExecWith(ctx context.Context, t Token, exec func(ctx context.Context, query string, args []any) (int64, error), query string, args ...any) (n int64, err error) {
+	ctx, done := s.observe(ctx, OpWrite, t.Lease)
+	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
+	if exec == nil {
+		return 0, fmt.Errorf("%w: ExecWith needs an exec function, got nil", ErrInvalid)
+	}
+	q, all, err := s.Fenced(t, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	if err := notSent(ctx, "fenced write", t.Lease); err != nil {
+		return 0, err
+	}
+	inTx, err := s.needsTx(ctx)
+	if err != nil {
+		return 0, s.wrap("fenced write", t.Lease, err)
+	}
+	if inTx {
+		return 0, fmt.Errorf("%w: on MariaDB Galera Cluster a fenced write must write the lease row in its transaction; use InTx or CheckTx instead of ExecWith", ErrInvalid)
+	}
+	if n, err = exec(ctx, q, all); err != nil {
+		return 0, s.wrapWrite("fenced write", t.Lease, err)
+	}
+	if n == 0 {
+		return 0, s.noRows(ctx, t, "write")
+	}
+	return n, nil
 }
 
 // ExecIn is Exec on a given handle, for example inside the caller's own
@@ -210,7 +255,7 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 // SAVEPOINT you may roll back: ROLLBACK TO SAVEPOINT releases the share lock
 // on PostgreSQL and MariaDB/MySQL, a takeover can then commit, and the
 // transaction's later writes commit after it unfenced. fence cannot see a
-// SAVEPOINT run as SQL on tx (CheckPgxTx refuses pgx's nested transactions,
+// SAVEPOINT run as SQL on tx (fencepgx.CheckTx refuses pgx's nested transactions,
 // which are savepoints). A write made with ExecIn and {{fence}} is guarded by
 // its own statement, in the same subtransaction as the write, so it stays
 // fenced inside savepoints. On SQLite the transaction's write lock, not a row
@@ -234,9 +279,40 @@ func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) (err error) {
 	return nil
 }
 
+// CheckWith is CheckTx through a database client other than database/sql:
+// query must run the statement it is given, with its arguments, inside the
+// caller's transaction and return the one boolean it selects. The
+// statement share-locks the lease row until the transaction ends and is
+// true only while t holds the lease by the database clock; the error wraps
+// ErrLost when it is false. fencepgx.CheckTx is CheckWith over pgx.
+//
+// It is available on PostgreSQL; elsewhere it refuses with ErrInvalid.
+func (s *Store) CheckWith(ctx context.Context, t Token, query func(ctx context.Context, q string, args []any) (bool, error)) (err error) {
+	ctx, done := s.observe(ctx, OpTx, t.Lease)
+	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
+	if err := validateToken(t); err != nil {
+		return err
+	}
+	l, ok := s.drv.(interface {
+		LockSQL(t driver.TokenParams) (string, []any)
+	})
+	if !ok || query == nil {
+		return fmt.Errorf("%w: CheckWith needs a PostgreSQL store and a query function; use CheckTx on %s", ErrInvalid, s.dialect)
+	}
+	q, args := l.LockSQL(tp(t))
+	held, err := query(ctx, q, args)
+	if err != nil {
+		return s.wrap("fenced transaction", t.Lease, err)
+	}
+	if !held {
+		return s.lost(ctx, t, "transaction")
+	}
+	return nil
+}
+
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
-		return fmt.Errorf("%w: this store has no database/sql handle (it was made by OpenPool): use InPgxTx", ErrInvalid)
+		return fmt.Errorf("%w: this store's driver runs on a pgx pool (postgres.NewPool), not database/sql: use fencepgx.InTx", ErrInvalid)
 	}
 	if err := notSent(ctx, "begin", ""); err != nil {
 		return err
@@ -289,6 +365,14 @@ func ExecResource(ctx context.Context, e Execer, d Dialect, t Token, query strin
 		return 0, &StaleError{Lease: t.Lease, Fence: t.Fence}
 	}
 	return n, nil
+}
+
+// ResourceQuery returns query with each {{fence_token}} replaced by a bound
+// parameter carrying t's fence (and ? rebound on PostgreSQL), and the full
+// argument list, for a client other than database/sql; ExecResource runs it
+// on an Execer.
+func ResourceQuery(d Dialect, t Token, query string, args ...any) (string, []any, error) {
+	return resourceSQL(d, t, query, args)
 }
 
 // resourceSQL puts t's fence where query says {{fence_token}}.

@@ -99,7 +99,7 @@ func stalledStores(t *testing.T, fn func(t *testing.T, s, direct *Store, p *stal
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			prefix := WithPrefix(testdb.Prefix())
-			direct, err := Open(ctx, db.dsn, prefix)
+			direct, err := testOpen(ctx, db.dsn, prefix)
 			if err != nil {
 				if testdb.Required() {
 					t.Fatal(err)
@@ -119,7 +119,7 @@ func stalledStores(t *testing.T, fn func(t *testing.T, s, direct *Store, p *stal
 			}
 			p := newStallProxy(t, u.Host)
 			u.Host = p.ln.Addr().String()
-			s, err := Open(ctx, u.String(), prefix)
+			s, err := testOpen(ctx, u.String(), prefix)
 			if err != nil {
 				t.Fatal(err)
 			}

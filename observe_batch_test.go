@@ -42,7 +42,7 @@ func (l *eventLog) take() []observed {
 
 func openObserved(t *testing.T, o Observer) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "o.db"), WithObserver(o))
+	s, err := testOpen(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "o.db"), WithObserver(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func (r *recorder) Observe(ctx context.Context, op Op, lease string) (context.Co
 func TestObserverSeesOperations(t *testing.T) {
 	ctx := context.Background()
 	rec := &recorder{}
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "o.db"), WithObserver(rec))
+	s, err := testOpen(ctx, "sqlite:"+filepath.Join(t.TempDir(), "o.db"), WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func reachable(t *testing.T, dialect Dialect) string {
 	if dialect == MySQL {
 		dsn, env = testdb.MySQLDSN(), "FENCE_TEST_MYSQL"
 	}
-	s, err := Open(ctxOpen(t), dsn)
+	s, err := testOpen(ctxOpen(t), dsn)
 	if err != nil {
 		testdb.Unreachable(t, string(dialect), env, err)
 	}
@@ -79,7 +79,7 @@ func TestOpenRefusesSettingsInDSN(t *testing.T) {
 		{withParams(pg, "options=-c%20default_transaction_read_only%3Don"), "options"},
 		{withParams(pg, "synchronous_commit=off"), "synchronous_commit"},
 	} {
-		s, err := Open(ctxOpen(t), tc.dsn, WithPrefix(testdb.Prefix()))
+		s, err := testOpen(ctxOpen(t), tc.dsn, WithPrefix(testdb.Prefix()))
 		if err == nil {
 			s.Close()
 			t.Errorf("%s: opened", tc.dsn)
@@ -96,7 +96,7 @@ func TestOpenRefusesSettingsInDSN(t *testing.T) {
 		withParams(my, "tx_isolation=%27READ-COMMITTED%27&innodb_lock_wait_timeout=5&timeout=5s&charset=utf8mb4&parseTime=true"),
 		withParams(pg, "default_transaction_isolation=read%20committed&default_transaction_read_only=off&synchronous_commit=on&application_name=fence-test"),
 	} {
-		s, err := Open(ctxOpen(t), dsn, WithPrefix(testdb.Prefix()))
+		s, err := testOpen(ctxOpen(t), dsn, WithPrefix(testdb.Prefix()))
 		if err != nil {
 			t.Errorf("%s: %v", dsn, err)
 			continue
@@ -111,7 +111,7 @@ func TestOpenRefusesSettingsInDSN(t *testing.T) {
 func TestOpenMySQLIsolationParam(t *testing.T) {
 	my := reachable(t, MySQL)
 	for _, name := range []string{"tx_isolation", "transaction_isolation"} {
-		s, err := Open(ctxOpen(t), withParams(my, name+"=%27READ-COMMITTED%27"))
+		s, err := testOpen(ctxOpen(t), withParams(my, name+"=%27READ-COMMITTED%27"))
 		if err != nil {
 			t.Logf("%s: %v", name, err)
 			continue
@@ -200,7 +200,7 @@ func TestOpenDBRefusesWrongSessions(t *testing.T) {
 		{"postgres synchronous_commit off", pgHandle(t, map[string]string{"synchronous_commit": "off"}), Postgres, "synchronous_commit"},
 	}
 	for _, tc := range cases {
-		_, err := OpenDB(tc.db, tc.d, WithPrefix(testdb.Prefix()))
+		_, err := testOpenDB(tc.db, tc.d, WithPrefix(testdb.Prefix()))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want ErrInvalid naming %s", tc.name, err, tc.want)
 		} else {
@@ -222,7 +222,7 @@ func TestOpenDBRefusesWrongSessions(t *testing.T) {
 		{"postgres plain", pgHandle(t, nil), Postgres},
 		{"postgres synchronous_commit local", pgHandle(t, map[string]string{"synchronous_commit": "local"}), Postgres},
 	} {
-		if _, err := OpenDB(tc.db, tc.d, WithPrefix(testdb.Prefix())); err != nil {
+		if _, err := testOpenDB(tc.db, tc.d, WithPrefix(testdb.Prefix())); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
@@ -248,7 +248,7 @@ func TestOpenPoolRefusesWrongSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = OpenPool(pool, WithPrefix(testdb.Prefix()))
+		_, err = testOpenPool(pool, WithPrefix(testdb.Prefix()))
 		pool.Close()
 		if !errors.Is(err, want) || (want == nil) != (err == nil) {
 			t.Errorf("%q: %v, want %v", params, err, want)
@@ -276,7 +276,7 @@ func TestOpenDBRefusesWrongSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 		db.SetMaxOpenConns(1)
-		_, err = OpenDB(db, SQLite)
+		_, err = testOpenDB(db, SQLite)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%q: %v", tc.pragmas, err)
@@ -291,7 +291,7 @@ func TestOpenDBRefusesWrongSQLite(t *testing.T) {
 	}
 	defer mem.Close()
 	mem.SetMaxOpenConns(1)
-	if _, err := OpenDB(mem, SQLite); err != nil {
+	if _, err := testOpenDB(mem, SQLite); err != nil {
 		t.Errorf("in-memory database (journal MEMORY is its only mode): %v", err)
 	}
 }
@@ -318,7 +318,7 @@ func TestOpenBoundsThePool(t *testing.T) {
 				dsn = withParams(dsn, "application_name="+app)
 			}
 			ctx := ctxOpen(t)
-			s, err := Open(ctx, dsn, append([]Option{WithPrefix(testdb.Prefix())}, tc.opts...)...)
+			s, err := testOpen(ctx, dsn, append([]Option{WithPrefix(testdb.Prefix())}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +387,7 @@ func TestOpenBoundsThePool(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "x.db"), WithMaxOpenConns(0)); !errors.Is(err, ErrInvalid) {
+	if _, err := testOpen(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "x.db"), WithMaxOpenConns(0)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("WithMaxOpenConns(0): %v", err)
 	}
 }

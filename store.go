@@ -8,16 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/fencekit/fence/internal/driver"
-	"github.com/fencekit/fence/mysql"
-	"github.com/fencekit/fence/postgres"
-	"github.com/fencekit/fence/sqlite"
 )
 
 // Dialect names a supported database.
@@ -33,17 +29,18 @@ const (
 // Store is a lease store over one database. It is safe for concurrent use.
 type Store struct {
 	drv     driver.Driver
-	db      *sql.DB       // nil for a store made by OpenPool
-	pool    *pgxpool.Pool // nil unless made by OpenPool
-	ownsDB  bool
+	h       driver.Handle // drv, for Close
+	db      *sql.DB       // nil for a driver over a pgx pool (postgres.NewPool)
 	dialect Dialect
 	prefix  string
-	log     *slog.Logger
-	clock   Clock
-	wait    waitConfig
-	maxOpen int // Open's pool bound (WithMaxOpenConns)
-	holder  string
-	named   bool // WithHolder was given
+	// prefixSet is whether WithPrefix was given: it overrides the driver's.
+	prefixSet bool
+	log       *slog.Logger
+	clock     Clock
+	wait      waitConfig
+	maxOpen   int // the pool bound of a driver's own handle (WithMaxOpenConns)
+	holder    string
+	named     bool // WithHolder was given
 
 	observers []Observer
 }
@@ -53,7 +50,7 @@ type Option func(*Store)
 
 // WithPrefix sets the table prefix (default "fence_"). It must match
 // ^[A-Za-z_][A-Za-z0-9_]{0,40}$.
-func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix, s.prefixSet = p, true } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
@@ -72,7 +69,8 @@ func WithWaitBackoff(min, max time.Duration) Option {
 
 type waitConfig struct{ min, max time.Duration }
 
-// WithMaxOpenConns bounds the connection pool of a store that Open opened
+// WithMaxOpenConns bounds the connection pool of a driver made by
+// OpenDriver (and so of fencedsn.Open)
 // (default 10, with as many kept idle, each connection replaced after 30
 // minutes and closed after 5 idle). Ten is enough for fence's own work —
 // each lease operation is one short statement, and a Run uses at most two
@@ -81,7 +79,7 @@ type waitConfig struct{ min, max time.Duration }
 // 100. Without a bound, a burst of goroutines opens a connection each until
 // the server refuses more (60 concurrent acquires against
 // max_connections=20 failed 36); with one they queue for a connection.
-// OpenDB and OpenPool leave the caller's pool as it is. A SQLite
+// A caller's own handle or pgx pool is left as it is. A SQLite
 // "sqlite::memory:" store always has one connection.
 func WithMaxOpenConns(n int) Option { return func(s *Store) { s.maxOpen = n } }
 
@@ -91,7 +89,7 @@ func WithMaxOpenConns(n int) Option { return func(s *Store) { s.maxOpen = n } }
 // and shown by Get and List (LeaseInfo.Holder), in HeldError, by `fence
 // leases` and `fence runs` and on the operations page, so that people can
 // tell who holds a lease. It is 1 to 255 bytes of printable UTF-8
-// (ValidateHolder); a bad name makes Open, OpenDB and OpenPool fail with
+// (ValidateHolder); a bad name makes New fail with
 // ErrInvalid.
 //
 // A holder name is a label, not a secret and not a proof: several stores
@@ -114,126 +112,66 @@ func defaultHolder() string {
 	return "pid:" + pid
 }
 
-// Pool defaults of a store that Open opened (see WithMaxOpenConns).
+// Pool defaults of a driver's own handle (see WithMaxOpenConns).
 const (
 	defaultMaxOpenConns    = 10
 	defaultConnMaxLifetime = 30 * time.Minute
 	defaultConnMaxIdleTime = 5 * time.Minute
 )
 
-// checkTimeout bounds OpenDB's and OpenPool's check of the handle, which
-// have no context of their own.
+// checkTimeout bounds New's check of the handle within the caller's ctx.
 const checkTimeout = 30 * time.Second
 
-// Open opens a store from a DSN:
-//
-//	sqlite:PATH             (sqlite::memory: for a private in-memory database)
-//	postgres://… or postgresql://…
-//	mysql://user:pass@host:port/db?param=value
-//
-// It forces the session settings fence relies on (mysql.Open,
-// postgres.NewConnector, sqlite.Open list them), refuses a DSN that sets
-// them otherwise (and a MySQL DSN parameter outside go-sql-driver's known
-// options) with an error wrapping ErrInvalid, and checks the first
-// connection as OpenDB does. Its pool is bounded (WithMaxOpenConns). An
-// unreachable database gives an error wrapping ErrUnavailable. Errors never
-// contain the DSN's password or secret parameters.
-func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
-	d, err := ParseDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
-	s, err := newStore(d.Dialect, opts)
-	if err != nil {
-		return nil, err
-	}
-	var db *sql.DB
-	switch d.Dialect {
-	case SQLite:
-		db, err = sqlite.Open(d.Path)
-	case Postgres:
-		db, err = postgres.Open(dsn)
-	case MySQL:
-		db, err = mysql.Open(dsn)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: opening %s: %v", ErrInvalid, d.Redacted, scrub(err, d))
-	}
-	if !(d.Dialect == SQLite && d.Path == ":memory:") {
-		db.SetMaxOpenConns(s.maxOpen)
-		db.SetMaxIdleConns(s.maxOpen)
-		db.SetConnMaxLifetime(defaultConnMaxLifetime)
-		db.SetConnMaxIdleTime(defaultConnMaxIdleTime)
-	}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, d.Redacted, scrub(err, d))
-	}
-	if err := s.attach(ctx, db); err != nil {
-		db.Close()
-		return nil, scrubErr(err, d)
-	}
-	s.ownsDB = true
-	return s, nil
-}
+// Driver is a database package's driver for one database and table
+// prefix: postgres.New, postgres.NewPool, mysql.New or sqlite.New over a
+// handle the caller keeps, or their OpenDriver over one the store owns.
+// Importing a driver's package is what links its database client: a
+// program that never imports fence/sqlite carries no SQLite.
+type Driver interface{ driver.Handle }
 
-// OpenDB returns a store over an existing database handle. The caller keeps
-// ownership of db: Close does not close it.
+// New returns a store over a driver:
 //
-// OpenDB connects once (within 30 s) to check the settings fence relies on,
-// and refuses a handle that would break them with an error wrapping
-// ErrInvalid that names the setting and the fix: on MySQL autocommit=0, READ
-// UNCOMMITTED, a read-only session, or a handle without clientFoundRows
-// (checked on a TEMPORARY table); on PostgreSQL a standby, a read-only
-// default, a default isolation other than READ COMMITTED, or
+//	db, err := postgres.Open(dsn) // or the caller's own *sql.DB
+//	drv, err := postgres.New(db, "")
+//	store, err := fence.New(ctx, drv)
+//
+// It connects once (within ctx and at most 30 s) to check the settings
+// fence relies on, and refuses a handle that would break them with an
+// error wrapping ErrInvalid that names the setting and the fix: on MySQL
+// autocommit=0, READ UNCOMMITTED, a read-only session, or a handle without
+// clientFoundRows (checked on a TEMPORARY table); on PostgreSQL a standby,
+// a read-only default, a default isolation other than READ COMMITTED, or
 // synchronous_commit=off; on SQLite journal_mode OFF (or MEMORY on a file)
-// or synchronous below FULL on a file. Handles from mysql.Open,
-// postgres.Open and sqlite.Open pass. An unreachable database gives an error
-// wrapping ErrUnavailable.
-func OpenDB(db *sql.DB, dialect Dialect, opts ...Option) (*Store, error) {
-	s, err := newStore(dialect, opts)
+// or synchronous below FULL on a file. Handles from each package's Open
+// pass. An unreachable database gives an error wrapping ErrUnavailable.
+//
+// WithPrefix, when given, overrides the driver's prefix. A driver made by
+// OpenDriver owns its handle: New bounds its pool (WithMaxOpenConns) and
+// the store's Close closes it. A caller's handle or pool is left as it is.
+// fencedsn.Open does all of this from a DSN.
+func New(ctx context.Context, d Driver, opts ...Option) (*Store, error) {
+	if d == nil || reflect.ValueOf(d).IsNil() {
+		return nil, fmt.Errorf("%w: nil driver (want postgres.New, mysql.New or sqlite.New)", ErrInvalid)
+	}
+	s, err := newStore(Dialect(d.Dialect()), opts)
 	if err != nil {
 		return nil, err
 	}
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	defer cancel()
-	if err := s.attach(ctx, db); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// attach makes the dialect's driver over db and checks db's session
-// settings.
-func (s *Store) attach(ctx context.Context, db *sql.DB) error {
-	var (
-		drv interface {
-			driver.Driver
-			CheckSession(context.Context) error
+	var h driver.Handle = d
+	if s.prefixSet && s.prefix != h.Prefix() {
+		if h, err = h.WithPrefix(s.prefix); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		err error
-	)
-	switch s.dialect {
-	case SQLite:
-		drv, err = sqlite.New(db, s.prefix)
-	case Postgres:
-		drv, err = postgres.New(db, s.prefix)
-	case MySQL:
-		drv, err = mysql.New(db, s.prefix)
-	default:
-		return fmt.Errorf("%w: unknown dialect %q (want sqlite, postgres or mysql)", ErrInvalid, s.dialect)
 	}
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	s.prefix = h.Prefix()
+	h.LimitPool(s.maxOpen, defaultConnMaxLifetime, defaultConnMaxIdleTime)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	if err := checkSession(ctx, h.CheckSession); err != nil {
+		return nil, err
 	}
-	if err := checkSession(ctx, drv.CheckSession); err != nil {
-		return err
-	}
-	s.db, s.drv = db, drv
-	return nil
+	s.drv, s.h, s.db = h, h, h.DB()
+	return s, nil
 }
 
 // checkSession runs a driver's settings check: a wrong setting is
@@ -249,19 +187,6 @@ func checkSession(ctx context.Context, check func(context.Context) error) error 
 	default:
 		return fmt.Errorf("%w: checking the connection's settings: %v", ErrUnavailable, err)
 	}
-}
-
-// scrubErr is scrub for an error that wraps a sentinel, keeping the chain.
-func scrubErr(err error, d DSN) error {
-	if msg := scrub(err, d); msg != err.Error() {
-		for _, sentinel := range []error{ErrInvalid, ErrUnavailable} {
-			if errors.Is(err, sentinel) {
-				return fmt.Errorf("%w: %s", sentinel, msg)
-			}
-		}
-		return errors.New(msg)
-	}
-	return err
 }
 
 // newStore applies and validates the options common to every handle.
@@ -305,17 +230,17 @@ func (s *Store) Prefix() string { return s.prefix }
 // (WithHolder).
 func (s *Store) Holder() string { return s.holder }
 
+// Driver returns the driver the store runs on (after WithPrefix), for
+// packages that reach the same handle another way (fencepgx, task).
+func (s *Store) Driver() Driver { return s.h }
+
 // DB returns the underlying database/sql handle, for the caller's own fenced
-// writes. It is nil for a store made by OpenPool; use Pool.
+// writes. It is nil for a driver over a pgx pool (postgres.NewPool).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the database handle if Open opened it.
-func (s *Store) Close() error {
-	if s.ownsDB && s.db != nil {
-		return s.db.Close()
-	}
-	return nil
-}
+// Close closes the database handle if the driver opened it (OpenDriver,
+// fencedsn.Open); a caller's own handle or pool stays open.
+func (s *Store) Close() error { return s.h.Close() }
 
 // Migrate creates or upgrades fence's tables — leases, runs, schema, and the
 // task package's tasks and task_steps — and returns the schema version.

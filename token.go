@@ -42,6 +42,11 @@ func (t Token) String() string {
 // IsZero reports whether t is the zero Token.
 func (t Token) IsZero() bool { return t == Token{} }
 
+// Validate checks the token's form — a valid lease name, an owner of 32
+// hex digits, a positive fence — without asking the database whether it
+// still holds the lease. Its error wraps ErrInvalid.
+func (t Token) Validate() error { return validateToken(t) }
+
 // ParseToken parses the text form produced by Token.String. The name may
 // itself contain '#' or '@'; the owner and fence are read from the right.
 func ParseToken(s string) (Token, error) {

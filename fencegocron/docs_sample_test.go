@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -66,7 +67,7 @@ func namespaceStore(t *testing.T, ctx context.Context, d fence.Dialect) *fence.S
 		base, env = testdb.MySQLDSN(), "FENCE_TEST_MYSQL"
 		create, drop = "CREATE DATABASE "+name, "DROP DATABASE "+name
 	}
-	admin, err := fence.Open(ctx, base)
+	admin, err := fencedsn.Open(ctx, base)
 	if err != nil {
 		testdb.Unreachable(t, string(d), env, err)
 	}
@@ -87,7 +88,7 @@ func namespaceStore(t *testing.T, ctx context.Context, d fence.Dialect) *fence.S
 		}
 		dsn = base + sep + "search_path=" + name
 	}
-	s, err := fence.Open(ctx, dsn)
+	s, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

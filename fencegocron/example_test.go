@@ -11,6 +11,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fencegocron"
 )
 
@@ -48,7 +49,7 @@ func ExampleLocker() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	store, err := fence.Open(ctx, "sqlite:"+filepath.Join(dir, "fence.db"))
+	store, err := fencedsn.Open(ctx, "sqlite:"+filepath.Join(dir, "fence.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func ExampleLocker() {
 // term's token.
 func ExampleElector() {
 	ctx := context.Background()
-	store, err := fence.Open(ctx, "sqlite:fence.db")
+	store, err := fencedsn.Open(ctx, "sqlite:fence.db")
 	if err != nil {
 		log.Fatal(err)
 	}

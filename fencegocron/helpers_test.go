@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/teststore"
 )
 
@@ -27,7 +28,7 @@ func newCluster(t *testing.T, b teststore.Backend) cluster {
 // replica opens another store on the cluster's tables.
 func (c cluster) replica(t *testing.T, opts ...fence.Option) *fence.Store {
 	t.Helper()
-	s, err := fence.Open(context.Background(), c.dsn, append([]fence.Option{fence.WithPrefix(c.admin.Prefix())}, opts...)...)
+	s, err := fencedsn.Open(context.Background(), c.dsn, append([]fence.Option{fence.WithPrefix(c.admin.Prefix())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 var (
@@ -113,7 +114,7 @@ func TestStaleFenceRefusedDownstream(t *testing.T) {
 }
 
 func TestTransportUsesJobToken(t *testing.T) {
-	s, err := fence.Open(context.Background(), "sqlite:"+t.TempDir()+"/f.db")
+	s, err := fencedsn.Open(context.Background(), "sqlite:"+t.TempDir()+"/f.db")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fenceotel"
 )
 
@@ -20,7 +21,7 @@ import (
 // has no span of its own, so it starts one around fence.Run: the
 // runner's operations are its children.
 func traced(ctx context.Context, dsn string, tp trace.TracerProvider, job fence.Job) (fence.Result, error) {
-	store, err := fence.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
+	store, err := fencedsn.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
 	if err != nil {
 		return fence.Result{}, err
 	}

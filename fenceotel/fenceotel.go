@@ -8,7 +8,7 @@
 //	// has no span of its own, so it starts one around fence.Run: the
 //	// runner's operations are its children.
 //	func traced(ctx context.Context, dsn string, tp trace.TracerProvider, job fence.Job) (fence.Result, error) {
-//		store, err := fence.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
+//		store, err := fencedsn.Open(ctx, dsn, fence.WithObserver(fenceotel.New(tp)))
 //		if err != nil {
 //			return fence.Result{}, err
 //		}

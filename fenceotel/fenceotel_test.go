@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fenceotel"
 )
 
@@ -30,7 +31,7 @@ func setup(t *testing.T, extra ...fence.Observer) (*fence.Store, *tracetest.Span
 	for _, o := range extra {
 		opts = append(opts, fence.WithObserver(o))
 	}
-	s, err := fence.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), opts...)
+	s, err := fencedsn.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

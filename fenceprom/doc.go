@@ -16,7 +16,7 @@
 //		if err := reg.Register(m); err != nil {
 //			return fence.Result{}, err
 //		}
-//		store, err := fence.Open(ctx, dsn, fence.WithObserver(m))
+//		store, err := fencedsn.Open(ctx, dsn, fence.WithObserver(m))
 //		if err != nil {
 //			return fence.Result{}, err
 //		}

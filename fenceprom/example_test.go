@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fenceprom"
 )
 
@@ -20,7 +21,7 @@ func withMetrics(ctx context.Context, dsn string, reg prometheus.Registerer, job
 	if err := reg.Register(m); err != nil {
 		return fence.Result{}, err
 	}
-	store, err := fence.Open(ctx, dsn, fence.WithObserver(m))
+	store, err := fencedsn.Open(ctx, dsn, fence.WithObserver(m))
 	if err != nil {
 		return fence.Result{}, err
 	}

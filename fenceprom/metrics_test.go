@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // clock is a settable local clock, so seconds-to-expiry is exact.
@@ -49,7 +50,7 @@ func newMetrics(opts ...Option) (*Metrics, *clock) {
 func open(t *testing.T, m *Metrics) *fence.Store {
 	t.Helper()
 	ctx := t.Context()
-	s, err := fence.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), fence.WithObserver(m))
+	s, err := fencedsn.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), fence.WithObserver(m))
 	if err != nil {
 		t.Fatal(err)
 	}

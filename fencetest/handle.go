@@ -6,16 +6,20 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
+	"github.com/fencekit/fence/fencepgx"
+	"github.com/fencekit/fence/postgres"
 )
 
 // handle is how a case reaches the database besides the store's own calls:
 // its setup SQL, its reads, its own transactions and the caller-side fenced
-// writes. A store made by OpenPool has no *sql.DB, and its users write
-// through pgx, so on it every case takes the pgx-native path (ExecPgx,
-// InPgxTx, CheckPgxTx, ExecResourcePgx) instead of database/sql's; the
-// statements and the assertions stay the same.
+// writes. A store over a pgx pool (postgres.NewPool) has no *sql.DB, and
+// its users write through pgx, so on it every case takes the pgx-native
+// path (fencepgx.Exec, InTx, CheckTx, ExecResource) instead of
+// database/sql's; the statements and the assertions stay the same.
 type handle interface {
 	exec(ctx context.Context, q string, args ...any) (int64, error)
 	queryRow(ctx context.Context, q string, args ...any) row
@@ -23,11 +27,11 @@ type handle interface {
 	// begin starts the caller's own transaction; sql.LevelDefault is the
 	// database's default level.
 	begin(ctx context.Context, iso sql.IsolationLevel) (txHandle, error)
-	// inTx is InTx, or InPgxTx on a pool store.
+	// inTx is InTx, or fencepgx.InTx on a pool store.
 	inTx(ctx context.Context, tok fence.Token, fn func(txHandle) error) error
-	// execResource is ExecResource, or ExecResourcePgx on a pool store.
+	// execResource is ExecResource, or fencepgx.ExecResource on a pool store.
 	execResource(ctx context.Context, tok fence.Token, q string, args ...any) (int64, error)
-	// reopen is another store over the same handle (OpenDB or OpenPool).
+	// reopen is another store over the same handle (fencedsn.OpenDB, or New over postgres.NewPool).
 	reopen(opts ...fence.Option) (*fence.Store, error)
 	// close takes the database away from the store.
 	close()
@@ -36,9 +40,9 @@ type handle interface {
 type txHandle interface {
 	exec(ctx context.Context, q string, args ...any) (int64, error)
 	queryRow(ctx context.Context, q string, args ...any) row
-	// fencedExec is ExecIn on this transaction, or ExecPgx.
+	// fencedExec is ExecIn on this transaction, or fencepgx.Exec.
 	fencedExec(ctx context.Context, tok fence.Token, q string, args ...any) (int64, error)
-	// check is CheckTx on this transaction, or CheckPgxTx.
+	// check is CheckTx on this transaction, or fencepgx.CheckTx.
 	check(ctx context.Context, tok fence.Token) error
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
@@ -56,8 +60,8 @@ type rows interface {
 }
 
 func handleFor(s *fence.Store) handle {
-	if s.Pool() != nil {
-		return pgxHandle{s}
+	if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+		return pgxHandle{s, d.Pool()}
 	}
 	return sqlHandle{s}
 }
@@ -106,7 +110,7 @@ func (h sqlHandle) execResource(ctx context.Context, tok fence.Token, q string, 
 }
 
 func (h sqlHandle) reopen(opts ...fence.Option) (*fence.Store, error) {
-	return fence.OpenDB(h.s.DB(), h.s.Dialect(), opts...)
+	return fencedsn.OpenDB(context.Background(), h.s.DB(), h.s.Dialect(), opts...)
 }
 
 func (h sqlHandle) close() { h.s.DB().Close() }
@@ -140,11 +144,14 @@ func (t sqlTx) check(ctx context.Context, tok fence.Token) error { return t.s.Ch
 func (t sqlTx) commit(context.Context) error                     { return t.tx.Commit() }
 func (t sqlTx) rollback(context.Context) error                   { return t.tx.Rollback() }
 
-// pgxHandle is pgx over s.Pool().
-type pgxHandle struct{ s *fence.Store }
+// pgxHandle is pgx over the pool of s's driver.
+type pgxHandle struct {
+	s    *fence.Store
+	pool *pgxpool.Pool
+}
 
 func (h pgxHandle) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := h.s.Pool().Exec(ctx, q, args...)
+	tag, err := h.pool.Exec(ctx, q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -152,11 +159,11 @@ func (h pgxHandle) exec(ctx context.Context, q string, args ...any) (int64, erro
 }
 
 func (h pgxHandle) queryRow(ctx context.Context, q string, args ...any) row {
-	return h.s.Pool().QueryRow(ctx, q, args...)
+	return h.pool.QueryRow(ctx, q, args...)
 }
 
 func (h pgxHandle) query(ctx context.Context, q string, args ...any) (rows, error) {
-	return h.s.Pool().Query(ctx, q, args...)
+	return h.pool.Query(ctx, q, args...)
 }
 
 func (h pgxHandle) begin(ctx context.Context, iso sql.IsolationLevel) (txHandle, error) {
@@ -174,7 +181,7 @@ func (h pgxHandle) begin(ctx context.Context, iso sql.IsolationLevel) (txHandle,
 	default:
 		return nil, fmt.Errorf("fencetest: pgx has no isolation level %v", iso)
 	}
-	tx, err := h.s.Pool().BeginTx(ctx, opts)
+	tx, err := h.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,15 +189,19 @@ func (h pgxHandle) begin(ctx context.Context, iso sql.IsolationLevel) (txHandle,
 }
 
 func (h pgxHandle) inTx(ctx context.Context, tok fence.Token, fn func(txHandle) error) error {
-	return h.s.InPgxTx(ctx, tok, func(tx pgx.Tx) error { return fn(pgxTx{h.s, tx}) })
+	return fencepgx.InTx(ctx, h.s, h.pool, tok, func(tx pgx.Tx) error { return fn(pgxTx{h.s, tx}) })
 }
 
 func (h pgxHandle) execResource(ctx context.Context, tok fence.Token, q string, args ...any) (int64, error) {
-	return fence.ExecResourcePgx(ctx, h.s.Pool(), tok, q, args...)
+	return fencepgx.ExecResource(ctx, h.pool, tok, q, args...)
 }
 
 func (h pgxHandle) reopen(opts ...fence.Option) (*fence.Store, error) {
-	return fence.OpenPool(h.s.Pool(), opts...)
+	d, err := postgres.NewPool(h.pool, "")
+	if err != nil {
+		return nil, err
+	}
+	return fence.New(context.Background(), d, opts...)
 }
 
 // close does not wait: pgxpool's Close blocks until every acquired
@@ -198,7 +209,7 @@ func (h pgxHandle) reopen(opts ...fence.Option) (*fence.Store, error) {
 // flight) while the caller waits for the store to notice. New acquires are
 // refused at once; Backend's cleanup, closing the pool too, waits for the
 // rest.
-func (h pgxHandle) close() { go h.s.Pool().Close() }
+func (h pgxHandle) close() { go h.pool.Close() }
 
 type pgxTx struct {
 	s  *fence.Store
@@ -218,11 +229,11 @@ func (t pgxTx) queryRow(ctx context.Context, q string, args ...any) row {
 }
 
 func (t pgxTx) fencedExec(ctx context.Context, tok fence.Token, q string, args ...any) (int64, error) {
-	return t.s.ExecPgx(ctx, t.tx, tok, q, args...)
+	return fencepgx.Exec(ctx, t.s, t.tx, tok, q, args...)
 }
 
 func (t pgxTx) check(ctx context.Context, tok fence.Token) error {
-	return t.s.CheckPgxTx(ctx, t.tx, tok)
+	return fencepgx.CheckTx(ctx, t.s, t.tx, tok)
 }
 
 func (t pgxTx) commit(ctx context.Context) error { return t.tx.Commit(ctx) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 const long = time.Minute
@@ -536,9 +537,9 @@ func badInput(t *testing.T, b Backend) {
 	if _, err := handleFor(s).reopen(fence.WithPrefix("x; DROP TABLE y")); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("bad prefix: %v", err)
 	}
-	// OpenPool takes no dialect, so a pool store has none to get wrong.
-	if s.Pool() == nil {
-		if _, err := fence.OpenDB(s.DB(), "oracle"); !errors.Is(err, fence.ErrInvalid) {
+	// A pool store's driver has its dialect built in: none to get wrong.
+	if s.DB() != nil {
+		if _, err := fencedsn.OpenDB(ctx, s.DB(), "oracle"); !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("bad dialect: %v", err)
 		}
 	}

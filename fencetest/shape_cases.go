@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencepgx"
 )
 
 // The shapes of SQL around {{fence}} that the fenced-write helpers accept,
@@ -284,7 +285,7 @@ func checkTxSavepoint(t *testing.T, b Backend) {
 
 	if ph, ok := h.(pgxHandle); ok {
 		// pgx's nested transactions are savepoints: refused up front.
-		tx, err := ph.s.Pool().Begin(ctx)
+		tx, err := ph.pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,11 +293,11 @@ func checkTxSavepoint(t *testing.T, b Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CheckPgxTx(ctx, nested, a); !errors.Is(err, fence.ErrInvalid) {
-			t.Errorf("CheckPgxTx on a nested pgx transaction: %v", err)
+		if err := fencepgx.CheckTx(ctx, s, nested, a); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("fencepgx.CheckTx on a nested pgx transaction: %v", err)
 		}
-		if err := s.CheckPgxTx(ctx, tx, a); err != nil {
-			t.Errorf("CheckPgxTx on the outer transaction: %v", err)
+		if err := fencepgx.CheckTx(ctx, s, tx, a); err != nil {
+			t.Errorf("fencepgx.CheckTx on the outer transaction: %v", err)
 		}
 		tx.Rollback(context.WithoutCancel(ctx))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/migrations"
 	"github.com/fencekit/fence/sqlite"
 )
@@ -42,7 +43,7 @@ func ExampleFS_goose() {
 		log.Fatal(err)
 	}
 
-	store, err := fence.OpenDB(db, fence.SQLite) // default prefix fence_
+	store, err := fencedsn.OpenDB(context.Background(), db, fence.SQLite) // default prefix fence_
 	if err != nil {
 		log.Fatal(err)
 	}

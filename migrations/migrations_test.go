@@ -18,6 +18,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/migrations"
 	"github.com/fencekit/fence/mysql"
@@ -163,7 +164,7 @@ func checkStore(t *testing.T, db *sql.DB, b backend, want int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := fence.OpenDB(db, b.dialect, fence.WithPrefix("fence_"))
+	s, err := fencedsn.OpenDB(context.Background(), db, b.dialect, fence.WithPrefix("fence_"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestSchemaMatchesMigrate(t *testing.T) {
 		if _, err := p.Up(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s, err := fence.OpenDB(byMigrate, b.dialect, fence.WithPrefix("fence_"))
+		s, err := fencedsn.OpenDB(context.Background(), byMigrate, b.dialect, fence.WithPrefix("fence_"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/mysql"
 )
@@ -56,7 +57,7 @@ func galeraCluster(t *testing.T) *cluster {
 // openGaleraStore is the one place the Galera tests open a store.
 func openGaleraStore(t testing.TB, dsn, prefix string) *fence.Store {
 	t.Helper()
-	s, err := fence.Open(context.Background(), dsn, fence.WithPrefix(prefix))
+	s, err := fencedsn.Open(context.Background(), dsn, fence.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,11 +481,11 @@ func TestGaleraRetryAutocommitRefused(t *testing.T) {
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
-	_, err = fence.OpenDB(db, fence.MySQL, fence.WithPrefix(testdb.Prefix()))
+	_, err = fencedsn.OpenDB(context.Background(), db, fence.MySQL, fence.WithPrefix(testdb.Prefix()))
 	if !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "wsrep_retry_autocommit") {
 		t.Fatalf("OpenDB on a session with wsrep_retry_autocommit=1: want ErrInvalid naming it, got %v", err)
 	}
-	s, err := fence.Open(context.Background(), c.dsns[0]+"?wsrep_retry_autocommit=0")
+	s, err := fencedsn.Open(context.Background(), c.dsns[0]+"?wsrep_retry_autocommit=0")
 	if err != nil {
 		t.Fatalf("Open with wsrep_retry_autocommit=0: %v", err)
 	}

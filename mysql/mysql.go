@@ -37,6 +37,7 @@ package mysql
 import (
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -85,6 +86,7 @@ var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 type Driver struct {
 	db     *sql.DB
 	prefix string
+	owned  bool // OpenDriver opened db: Close closes it
 	q      map[string]string
 
 	// returning is whether the server takes INSERT ... RETURNING (MariaDB
@@ -108,6 +110,12 @@ var _ driver.Driver = (*Driver)(nil)
 // from Open or from the caller; the driver does not rely on clientFoundRows,
 // interpolateParams or the session time zone.
 func New(db *sql.DB, prefix string) (*Driver, error) {
+	if db == nil {
+		return nil, errors.New("mysql: nil *sql.DB")
+	}
+	if prefix == "" {
+		prefix = driver.DefaultPrefix
+	}
 	if !prefixRE.MatchString(prefix) {
 		return nil, fmt.Errorf("mysql: table prefix %q must match %s", prefix, prefixRE)
 	}

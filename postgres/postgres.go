@@ -9,8 +9,13 @@
 // database clock, read with clock_timestamp(): now() is the start of the
 // transaction and goes stale inside a caller's long transaction.
 //
-// Most callers use the root package (fence.Open or fence.OpenDB with
-// fence.Postgres) rather than this package directly.
+// A program hands a driver to the root package:
+//
+//	drv, err := postgres.New(db, "")      // or NewPool(pool, ""), OpenDriver(dsn, "")
+//	store, err := fence.New(ctx, drv)
+//
+// Only what a program imports is linked: a PostgreSQL program does not
+// carry the SQLite or MySQL drivers.
 package postgres
 
 import (
@@ -45,19 +50,22 @@ type Driver struct {
 	c      conn          // whichever of the two it is
 	prefix string
 	q      *statements
+	owned  bool // OpenDriver opened db: Close closes it
 
 	hubOnce sync.Once
 	h       *hub // fast handoff (handoff.go), started by the first waiter
 }
 
 // New returns a driver over db for the tables named prefix+"leases",
-// prefix+"runs" and prefix+"schema". db should come from Open (or another
-// pgx stdlib handle): the batch renew passes Go slices as PostgreSQL arrays.
+// prefix+"runs" and prefix+"schema" ("" means "fence_"), for fence.New.
+// db should come from Open (or another pgx stdlib handle): the batch renew
+// passes Go slices as PostgreSQL arrays. The caller keeps db: the store's
+// Close does not close it.
 func New(db *sql.DB, prefix string) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("postgres: nil *sql.DB")
 	}
-	d, err := build(sqlConn{db}, prefix)
+	d, err := build(sqlConn{db}, orDefault(prefix))
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +83,7 @@ func NewPool(pool *pgxpool.Pool, prefix string) (*Driver, error) {
 	if pool == nil {
 		return nil, errors.New("postgres: nil *pgxpool.Pool")
 	}
-	d, err := build(poolConn{pool}, prefix)
+	d, err := build(poolConn{pool}, orDefault(prefix))
 	if err != nil {
 		return nil, err
 	}

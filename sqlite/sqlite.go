@@ -34,9 +34,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencekit/fence/internal/driver"
 	sqlitelib "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // Migrations holds the schema files, for users who run their own migration
@@ -149,6 +150,8 @@ func isBusy(err error) bool {
 type Driver struct {
 	db     *sql.DB
 	prefix string
+	owned  bool // OpenDriver opened db: Close closes it
+	memory bool // an SQLite :memory: handle, kept at one connection
 	q      map[string]string
 	guard  string
 	stmts  *stmtCache
@@ -158,6 +161,12 @@ var _ driver.Driver = (*Driver)(nil)
 
 // New returns the driver for db with tables named with prefix.
 func New(db *sql.DB, prefix string) (*Driver, error) {
+	if db == nil {
+		return nil, errors.New("sqlite: nil *sql.DB")
+	}
+	if prefix == "" {
+		prefix = driver.DefaultPrefix
+	}
 	if !prefixRE.MatchString(prefix) {
 		return nil, fmt.Errorf("sqlite: table prefix %q must match %s", prefix, prefixRE)
 	}

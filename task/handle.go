@@ -6,15 +6,24 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The task tables' unfenced statements (create, cancel after a revoke,
 // reads) run on whichever handle the core store has: its database/sql
-// handle, or its pgx pool for a store made by fence.OpenPool. Fenced writes
-// go through fence.Store.Exec, which already serves both.
+// handle, or its pgx pool for a driver made by postgres.NewPool. Fenced
+// writes go through fence.Store.Exec, which already serves both.
+
+// pool is the pgx pool of a store whose driver runs on one, or nil.
+func (s *Store) pool() *pgxpool.Pool {
+	if d, ok := s.fs.Driver().(interface{ Pool() *pgxpool.Pool }); ok {
+		return d.Pool()
+	}
+	return nil
+}
 
 func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) {
-	if p := s.fs.Pool(); p != nil {
+	if p := s.pool(); p != nil {
 		tag, err := p.Exec(ctx, q, args...)
 		return tag.RowsAffected(), err
 	}
@@ -31,7 +40,7 @@ type scanner interface{ Scan(dest ...any) error }
 // ErrNoRows matches it with errors.Is, and is translated anyway so that the
 // callers need to know only one).
 func (s *Store) queryRow(ctx context.Context, q string, args ...any) scanner {
-	if p := s.fs.Pool(); p != nil {
+	if p := s.pool(); p != nil {
 		return pgxRow{p.QueryRow(ctx, q, args...)}
 	}
 	return s.fs.DB().QueryRowContext(ctx, q, args...)
@@ -55,7 +64,7 @@ type rowIter interface {
 
 // query returns the rows and a function that closes them.
 func (s *Store) query(ctx context.Context, q string, args ...any) (rowIter, func(), error) {
-	if p := s.fs.Pool(); p != nil {
+	if p := s.pool(); p != nil {
 		rows, err := p.Query(ctx, q, args...)
 		if err != nil {
 			return nil, nil, err

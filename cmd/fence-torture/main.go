@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/torture"
 )
 
@@ -49,7 +50,7 @@ func run() int {
 	flag.DurationVar(&cfg.Window, "window", 1500*time.Millisecond, "time between quiesced barriers; each window is checked on its own")
 	flag.DurationVar(&cfg.OpTimeout, "op-timeout", 2*time.Second, "deadline of each call")
 	flag.DurationVar(&cfg.CheckTimeout, "check-timeout", 60*time.Second, "porcupine's budget per window and lease (running out is reported as unknown)")
-	flag.BoolVar(&cfg.Pgx, "pgx", false, "PostgreSQL only: every client store is pgx-native (pgxpool + fence.OpenPool, no database/sql); fenced writes use Store.Exec, ExecPgx, InPgxTx and CheckPgxTx in a pgx.Tx")
+	flag.BoolVar(&cfg.Pgx, "pgx", false, "PostgreSQL only: every client store is pgx-native (pgxpool + postgres.NewPool, no database/sql); fenced writes use Store.Exec, fencepgx.Exec, fencepgx.InTx and fencepgx.CheckTx in a pgx.Tx")
 	flag.BoolVar(&cfg.Keep, "keep", false, "leave the tables in place")
 	flag.BoolVar(&cfg.OldFenceRule, "old-fence-rule", false, "control, PostgreSQL only: test triggers on the run's lease table make each new fence the previous one + 1 (the rule before the floor from the database clock); with the rollback fault the external checker must report a fence handed out twice")
 	flag.StringVar(&cfg.FailoverCmd, "failover-cmd", "", "shell command that fails the cluster's primary over to a standby, run every 3–6 s while the clients run; it prints primary-lost, promoted and lost-wal-bytes N lines (internal/torture/failover.go; proof/pg-failover.sh). --dsn must then be a multi-host DSN with target_session_attrs=read-write")
@@ -72,7 +73,7 @@ func run() int {
 	}
 	if cfg.Pgx {
 		// Before the SQLite default: --pgx without a DSN is a usage error.
-		d, err := fence.ParseDSN(cfg.DSN)
+		d, err := fencedsn.Parse(cfg.DSN)
 		if err != nil || d.Dialect != fence.Postgres {
 			got := "none (the default is a SQLite file)"
 			switch {

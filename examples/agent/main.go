@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/task"
 )
 
@@ -47,7 +48,7 @@ func run(dsn string, ttl time.Duration) error {
 		defer os.RemoveAll(dir)
 		dsn = "sqlite:" + filepath.Join(dir, "agent.db")
 	}
-	fs, err := fence.Open(ctx, dsn)
+	fs, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func run(dsn string, ttl time.Duration) error {
 // releasing) until it is killed.
 func execute(dsn, prefix string, ttl time.Duration, id, hangAfter string) error {
 	ctx := context.Background()
-	fs, err := fence.Open(ctx, dsn, fence.WithPrefix(prefix))
+	fs, err := fencedsn.Open(ctx, dsn, fence.WithPrefix(prefix))
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // demoItems: three owners are wrong (#2, #3, #5).
@@ -51,17 +52,17 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 		defer os.RemoveAll(dir)
 		dsn = "sqlite:" + filepath.Join(dir, "reconcile.db")
 	}
-	d, err := fence.ParseDSN(dsn)
+	d, err := fencedsn.Parse(dsn)
 	if err != nil {
 		return err
 	}
 	// One store each, as two replicas would have.
-	sa, err := fence.Open(ctx, dsn, fence.WithPrefix(prefix))
+	sa, err := fencedsn.Open(ctx, dsn, fence.WithPrefix(prefix))
 	if err != nil {
 		return err
 	}
 	defer sa.Close()
-	sb, err := fence.Open(ctx, dsn, fence.WithPrefix(prefix))
+	sb, err := fencedsn.Open(ctx, dsn, fence.WithPrefix(prefix))
 	if err != nil {
 		return err
 	}

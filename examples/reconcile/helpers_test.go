@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -70,7 +71,7 @@ func eachDB(t *testing.T, fn func(t *testing.T, e env)) {
 // replica would have) on e's tables, closed at cleanup.
 func (e env) open(t *testing.T) *fence.Store {
 	t.Helper()
-	s, err := fence.Open(ctxT(t), e.dsn, fence.WithPrefix(e.prefix))
+	s, err := fencedsn.Open(ctxT(t), e.dsn, fence.WithPrefix(e.prefix))
 	if err != nil {
 		if e.b.envVar != "" && errors.Is(err, fence.ErrUnavailable) {
 			testdb.Unreachable(t, e.b.name, e.b.envVar, err)

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // Exit statuses of worker mode, one per way a run can end.
@@ -103,10 +104,10 @@ func workerMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	dsn := os.Getenv("FENCE_DSN")
 	if dsn == "" {
-		dsn = fence.DefaultDSN
+		dsn = fencedsn.Default
 	}
 	var c workerConfig
-	fs.StringVar(&c.dsn, "dsn", dsn, "database (sqlite:PATH, postgres://…, mysql://…); default $FENCE_DSN, else "+fence.DefaultDSN)
+	fs.StringVar(&c.dsn, "dsn", dsn, "database (sqlite:PATH, postgres://…, mysql://…); default $FENCE_DSN, else "+fencedsn.Default)
 	fs.StringVar(&c.prefix, "prefix", fence.DefaultPrefix, "table prefix")
 	fs.StringVar(&c.name, "name", "worker", "name printed before each line")
 	fs.DurationVar(&c.ttl, "ttl", 5*time.Second, "lease TTL (renewed every TTL/3)")

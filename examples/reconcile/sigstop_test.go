@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/sqlite"
 )
 
@@ -262,7 +263,7 @@ func writeLockProbe(t *testing.T, e env) func() error {
 	if e.b.name != "sqlite" {
 		return nil
 	}
-	d, err := fence.ParseDSN(e.dsn)
+	d, err := fencedsn.Parse(e.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 type workerConfig struct {
@@ -31,7 +32,7 @@ func worker(ctx context.Context, stdout, stderr io.Writer, c workerConfig) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("worker", c.name)
 
-	s, err := fence.Open(ctx, c.dsn, fence.WithPrefix(c.prefix), fence.WithLogger(log))
+	s, err := fencedsn.Open(ctx, c.dsn, fence.WithPrefix(c.prefix), fence.WithLogger(log))
 	if err != nil {
 		say("error: %v", err)
 		return exitFailed

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/mysql"
 	"github.com/fencekit/fence/sqlite"
 )
@@ -57,7 +58,7 @@ func (e *Env) Peer(ctx context.Context, opts ...fence.Option) (*Env, error) {
 }
 
 func openPrefix(ctx context.Context, dsn, prefix string, opts ...fence.Option) (*Env, error) {
-	d, err := fence.ParseDSN(dsn)
+	d, err := fencedsn.Parse(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func openPrefix(ctx context.Context, dsn, prefix string, opts ...fence.Option) (
 		db.Close()
 		return nil, fmt.Errorf("%w: %s: %v", fence.ErrUnavailable, d.Redacted, err)
 	}
-	s, err := fence.OpenDB(db, d.Dialect, append([]fence.Option{fence.WithPrefix(prefix)}, opts...)...)
+	s, err := fencedsn.OpenDB(context.Background(), db, d.Dialect, append([]fence.Option{fence.WithPrefix(prefix)}, opts...)...)
 	if err != nil {
 		db.Close()
 		return nil, err

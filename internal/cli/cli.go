@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // Main runs the fence command line with args (without the program name) and
@@ -63,8 +64,8 @@ type app struct {
 	logLevel            string
 
 	// Resolved in the root's PersistentPreRunE.
-	dsn    string // --dsn, else FENCE_DSN, else fence.DefaultDSN
-	parsed fence.DSN
+	dsn    string // --dsn, else FENCE_DSN, else fencedsn.Default
+	parsed fencedsn.DSN
 	prefix string
 	log    *slog.Logger
 }
@@ -124,7 +125,7 @@ func (a *app) rootCmd() *cobra.Command {
 				hint = "did you mean '" + cmd.CommandPath() + " " + s[0] + "'?"
 			}
 			arg := args[0]
-			if d, err := fence.ParseDSN(arg); err == nil {
+			if d, err := fencedsn.Parse(arg); err == nil {
 				arg = d.Redacted // a DSN typed where a command goes
 			}
 			return usagef(hint, "unknown command %q", clip(arg))
@@ -140,7 +141,7 @@ func (a *app) rootCmd() *cobra.Command {
 		return usagef("see '"+cmd.CommandPath()+" --help'", "%v", err)
 	})
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.dsnFlag, "dsn", "", "database `DSN` (default $FENCE_DSN, else "+fence.DefaultDSN+")")
+	pf.StringVar(&a.dsnFlag, "dsn", "", "database `DSN` (default $FENCE_DSN, else "+fencedsn.Default+")")
 	pf.StringVar(&a.dsnFile, "dsn-file", "", "read the database DSN from `FILE` (its first line), keeping the password out of argv and ps")
 	pf.StringVar(&a.prefixFlag, "prefix", "", "table `prefix` (default $FENCE_PREFIX, else "+fence.DefaultPrefix+")")
 	pf.BoolVar(&a.json, "json", false, "print listings as JSON (leases, runs, release, migrate, version)")
@@ -194,7 +195,7 @@ func (a *app) setup(cmd *cobra.Command) error {
 	} else if !cmd.Flags().Changed("dsn") {
 		a.dsn = a.getenv("FENCE_DSN")
 		if a.dsn == "" {
-			a.dsn = fence.DefaultDSN
+			a.dsn = fencedsn.Default
 		}
 	}
 	a.prefix = a.prefixFlag
@@ -231,7 +232,7 @@ func readDSNFile(path string) (string, error) {
 
 // parseDSN checks the DSN's form; the error never contains the password.
 func (a *app) parseDSN() error {
-	d, err := fence.ParseDSN(a.dsn)
+	d, err := fencedsn.Parse(a.dsn)
 	if err != nil {
 		return usagef("use sqlite:PATH, postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db", "%v", err)
 	}
@@ -250,7 +251,7 @@ func (a *app) open(ctx context.Context, needSchema bool, opts ...fence.Option) (
 	}
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	s, err := fence.Open(octx, a.dsn, append([]fence.Option{fence.WithPrefix(a.prefix), fence.WithLogger(a.log)}, opts...)...)
+	s, err := fencedsn.Open(octx, a.dsn, append([]fence.Option{fence.WithPrefix(a.prefix), fence.WithLogger(a.log)}, opts...)...)
 	if err != nil {
 		if octx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %s did not answer within %v", fence.ErrUnavailable, a.parsed.Redacted, openTimeout)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 const demoLong = `Replay the story of the article "A Database Lease Is Not Enough" on a
@@ -60,7 +61,7 @@ func (a *app) demoCmd() *cobra.Command {
 // demo plays the story; any deviation from it is an error, so the demo is
 // also a smoke test of the library on this machine.
 func (a *app) demo(ctx context.Context, w io.Writer, path string) error {
-	s, err := fence.Open(ctx, "sqlite:"+path, fence.WithLogger(a.log))
+	s, err := fencedsn.Open(ctx, "sqlite:"+path, fence.WithLogger(a.log))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -80,7 +81,7 @@ func reachable(dsn string) error {
 	r.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s, err := fence.Open(ctx, dsn)
+		s, err := fencedsn.Open(ctx, dsn)
 		if err == nil {
 			s.Close()
 		}
@@ -132,7 +133,7 @@ func (b *backend) migrate(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(b.prefix))
+		s, err := fencedsn.Open(ctx, b.dsn, fence.WithPrefix(b.prefix))
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 			return

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -120,7 +121,7 @@ func TestRunStopsCommandWhenDatabaseUnreachable(t *testing.T) {
 		// database is local.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s, err := fence.Open(ctx, direct, fence.WithPrefix(b.prefix))
+		s, err := fencedsn.Open(ctx, direct, fence.WithPrefix(b.prefix))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 const runLong = `Run CMD as a singleton job under lease NAME:
@@ -335,7 +336,7 @@ func (a *app) warnDSNInArgv() {
 	if a.dsnFlag == "" || a.dsnFlag != a.dsn {
 		return
 	}
-	if d, err := fence.ParseDSN(a.dsn); err == nil && d.Redacted != a.dsn {
+	if d, err := fencedsn.Parse(a.dsn); err == nil && d.Redacted != a.dsn {
 		fmt.Fprintln(a.stderr, "fence run: warning: the password in --dsn can be read by every user of this machine (ps, /proc) while the job runs; hint: put the DSN in $FENCE_DSN or a file read with --dsn-file")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // TestServeLoad is the load test of fence serve (issue 16): the real
@@ -66,7 +67,7 @@ func TestServeLoad(t *testing.T) {
 
 	b := sqliteOnly(t)
 	ctx := context.Background()
-	s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(b.prefix))
+	s, err := fencedsn.Open(ctx, b.dsn, fence.WithPrefix(b.prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

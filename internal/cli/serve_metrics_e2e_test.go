@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // e2eHolder is the holder name of the stores openBackend opens.
@@ -23,7 +24,7 @@ func openBackend(t *testing.T, b *backend) *fence.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(b.prefix), fence.WithHolder(e2eHolder))
+	s, err := fencedsn.Open(ctx, b.dsn, fence.WithPrefix(b.prefix), fence.WithHolder(e2eHolder))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 // AfterWriter is implemented by an error that struck after a statement of
@@ -238,4 +239,26 @@ type Driver interface {
 	IsServerError(err error) bool
 	// DropTables removes the tables Migrate created (tests, uninstall).
 	DropTables(ctx context.Context) error
+}
+
+// DefaultPrefix is the table prefix a driver constructor uses for "".
+const DefaultPrefix = "fence_"
+
+// Handle is a Driver as a database package hands it to fence.New: bound to
+// one table prefix, able to check its session and to close what it opened.
+type Handle interface {
+	Driver
+	// Prefix is the table prefix the driver's statements use.
+	Prefix() string
+	// WithPrefix returns a driver over the same connections with another
+	// table prefix; it shares (and never closes) the original's handle.
+	WithPrefix(prefix string) (Handle, error)
+	// CheckSession verifies the settings fence relies on and returns a
+	// *SettingError for a wrong one.
+	CheckSession(ctx context.Context) error
+	// LimitPool bounds the connection pool of a handle the driver opened
+	// itself (OpenDriver); it leaves a caller's handle or pool alone.
+	LimitPool(maxOpen int, maxLifetime, maxIdleTime time.Duration)
+	// Close closes a handle the driver opened itself, and nothing else.
+	Close() error
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/ops"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/internal/teststore"
@@ -151,7 +152,7 @@ func TestErrorsAreGeneric(t *testing.T) {
 	addr, stop := proxy(t, u.Host)
 	_, port, _ := net.SplitHostPort(addr)
 	u.Host = addr
-	s, err := fence.Open(context.Background(), u.String(), fence.WithPrefix(testdb.Prefix()))
+	s, err := fencedsn.Open(context.Background(), u.String(), fence.WithPrefix(testdb.Prefix()))
 	if err != nil {
 		t.Fatal(err)
 	}

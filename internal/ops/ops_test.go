@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/ops"
 	"github.com/fencekit/fence/internal/teststore"
 )
@@ -262,7 +263,7 @@ func TestEmptyStore(t *testing.T) {
 // closedStore is a store whose database handle is closed: every read fails.
 func closedStore(t *testing.T) *fence.Store {
 	t.Helper()
-	s, err := fence.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "f.db"))
+	s, err := fencedsn.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "f.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/fencetest"
 	"github.com/fencekit/fence/internal/testdb"
 )
@@ -66,7 +67,7 @@ func (b Backend) open(t testing.TB, dsn string, opts []fence.Option) *fence.Stor
 			t.Cleanup(p.Close)
 		}
 	} else {
-		s, err = fence.Open(ctx, dsn, opts...)
+		s, err = fencedsn.Open(ctx, dsn, opts...)
 	}
 	if errors.Is(err, fence.ErrUnavailable) {
 		testdb.Unreachable(t, b.Name, b.env, err)

@@ -25,7 +25,7 @@ type Backend struct {
 	Name string
 	env  string
 	dsn  func(t testing.TB) string
-	pgx  bool // a store over pgx's own pool (fence.OpenPool), not database/sql
+	pgx  bool // a store over pgx's own pool (postgres.NewPool), not database/sql
 }
 
 // The databases, each through database/sql.
@@ -57,7 +57,7 @@ var galeraNext atomic.Uint32
 // Backends lists SQLite, PostgreSQL and MySQL.
 var Backends = []Backend{SQLite, Postgres, MySQL}
 
-// Pgx is PostgreSQL through the pgx-native store (fence.OpenPool). It is
+// Pgx is PostgreSQL through the pgx-native store (postgres.NewPool). It is
 // not in Backends, because tests that run their own SQL through s.DB() need
 // a database/sql handle; a test that only uses the store's API runs on it
 // with WithPgx.
@@ -90,7 +90,7 @@ func (b Backend) OpenDSN(t testing.TB, opts ...fence.Option) (*fence.Store, stri
 	return s, dsn
 }
 
-// openPool is fence.Open for the pgx-native store. The store does not own
+// openPool is fencedsn.Open for the pgx-native store. The store does not own
 // the pool, so the caller closes it.
 func openPool(ctx context.Context, dsn string, opts []fence.Option) (*fence.Store, *pgxpool.Pool, error) {
 	cfg, err := postgres.NewPoolConfig(dsn)
@@ -105,7 +105,12 @@ func openPool(ctx context.Context, dsn string, opts []fence.Option) (*fence.Stor
 		p.Close()
 		return nil, nil, fmt.Errorf("%w: %v", fence.ErrUnavailable, err)
 	}
-	s, err := fence.OpenPool(p, opts...)
+	d, err := postgres.NewPool(p, "")
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	s, err := fence.New(ctx, d, opts...)
 	if err != nil {
 		p.Close()
 		return nil, nil, err

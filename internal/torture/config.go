@@ -113,10 +113,10 @@ type Config struct {
 	Unsafe bool
 	// Pgx makes every client's store pgx-native (PostgreSQL only): its own
 	// pgxpool.Pool from the client DSN (postgres.NewPoolConfig) and
-	// fence.OpenPool, so no database/sql is involved; the clients' plain
+	// postgres.NewPool, so no database/sql is involved; the clients' plain
 	// reads go through the pool, fenced statements through Store.Exec and
-	// Store.ExecPgx, fenced transactions through Store.InPgxTx and through
-	// a pgx.Tx with Store.CheckPgxTx and Store.ExecPgx. The admin handle
+	// fencepgx.Exec, fenced transactions through fencepgx.InTx and through
+	// a pgx.Tx with fencepgx.CheckTx and fencepgx.Exec. The admin handle
 	// (setup, barriers) stays database/sql.
 	Pgx bool
 	// OldFenceRule is the rollback fault's control (PostgreSQL only): test

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // instance is a private database server the harness starts for the restart
@@ -112,7 +113,7 @@ func newPGInstance(ctx context.Context) (*pgInstance, error) {
 		in.Close()
 		return nil, err
 	}
-	db, err := fence.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", in.port))
+	db, err := fencedsn.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", in.port))
 	if err == nil {
 		_, err = db.DB().ExecContext(ctx, "CREATE DATABASE test")
 		db.Close()
@@ -224,7 +225,7 @@ func newMariaInstance(ctx context.Context) (*mariaInstance, error) {
 	}
 	// Over the socket root needs no password; TCP logins from 127.0.0.1
 	// (the proxy) need their own account.
-	db, err := fence.Open(ctx, "mysql://root@localhost/mysql?socket="+in.sock())
+	db, err := fencedsn.Open(ctx, "mysql://root@localhost/mysql?socket="+in.sock())
 	if err == nil {
 		for _, q := range []string{
 			"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''",

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 type stats struct {
@@ -163,7 +163,7 @@ func (h *harness) result() *Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	redacted := h.cfg.DSN
-	if d, err := fence.ParseDSN(h.cfg.DSN); err == nil {
+	if d, err := fencedsn.Parse(h.cfg.DSN); err == nil {
 		redacted = d.Redacted
 	}
 	r := &Result{DSN: redacted, Dialect: string(h.d), Seed: h.cfg.Seed, Unsafe: h.cfg.Unsafe, Pgx: h.cfg.Pgx, StrictAcquire: !h.cfg.LenientAcquire,
@@ -273,7 +273,7 @@ func sortedKV(m map[string]int64) string {
 func (r *Result) WriteSummary(w io.Writer) {
 	mode := "fenced (Store.Exec / Store.InTx)"
 	if r.Pgx {
-		mode = "fenced, pgx-native stores (fence.OpenPool; Store.Exec / ExecPgx / InPgxTx / CheckPgxTx + ExecPgx)"
+		mode = "fenced, pgx-native stores (postgres.NewPool; Store.Exec / fencepgx.Exec / fencepgx.InTx / fencepgx.CheckTx + Exec)"
 	}
 	if r.OldFenceRule {
 		mode += "; CONTROL: old fence rule (test triggers make each new fence the previous one + 1)"

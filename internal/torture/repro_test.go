@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -31,7 +32,7 @@ func TestAcquireCommittedLateIsAmbiguous(t *testing.T) {
 			opts := []fence.Option{fence.WithPrefix(prefix)}
 			// The admin store (database/sql) migrates and holds the lock;
 			// s, database/sql or pgx-native, is the one under test.
-			admin, err := fence.Open(ctx, b.dsn, opts...)
+			admin, err := fencedsn.Open(ctx, b.dsn, opts...)
 			if err != nil {
 				testdb.Unreachable(t, b.name, "", err)
 			}
@@ -107,7 +108,7 @@ func TestAcquireWaitOrphanAttempt(t *testing.T) {
 func acquireWaitOrphanAttempt(t *testing.T, dsn string) {
 	ctx := context.Background()
 	prefix := testdb.Prefix()
-	admin, err := fence.Open(ctx, dsn, fence.WithPrefix(prefix))
+	admin, err := fencedsn.Open(ctx, dsn, fence.WithPrefix(prefix))
 	if err != nil {
 		testdb.Unreachable(t, "torture", "", err)
 	}
@@ -118,7 +119,7 @@ func acquireWaitOrphanAttempt(t *testing.T, dsn string) {
 	defer admin.DropTables(context.Background())
 	// Fences are not consecutive (each is at least the database clock in
 	// microseconds), so the harness's log triggers count the generations.
-	d, err := fence.ParseDSN(dsn)
+	d, err := fencedsn.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func acquireWaitOrphanAttempt(t *testing.T, dsn string) {
 	}
 	defer px.Close()
 	h := &harness{start: time.Now()}
-	s, err := fence.Open(ctx, replaceHost(dsn, px.Addr()), fence.WithPrefix(prefix), fence.WithObserver(attemptObserver{h}))
+	s, err := fencedsn.Open(ctx, replaceHost(dsn, px.Addr()), fence.WithPrefix(prefix), fence.WithObserver(attemptObserver{h}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -107,7 +108,7 @@ func TestRollbackRestore(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := testdb.Prefix()
-			s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(prefix))
+			s, err := fencedsn.Open(ctx, b.dsn, fence.WithPrefix(prefix))
 			if err != nil {
 				testdb.Unreachable(t, b.name, "", err)
 			}
@@ -220,7 +221,7 @@ func TestShapes(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := testdb.Prefix()
-			s, err := fence.Open(ctx, b.dsn, fence.WithPrefix(prefix))
+			s, err := fencedsn.Open(ctx, b.dsn, fence.WithPrefix(prefix))
 			if err != nil {
 				testdb.Unreachable(t, b.name, "", err)
 			}

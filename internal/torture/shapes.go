@@ -8,7 +8,7 @@ import (
 )
 
 // Fenced write shapes. Besides the plain single-row UPDATE, the clients'
-// fenced single statements (Store.Exec, Store.ExecPgx) use the other shapes
+// fenced single statements (Store.Exec, fencepgx.Exec) use the other shapes
 // fence accepts around {{fence}} that users write: a parenthesised OR, a
 // DELETE, an INSERT … SELECT (plain and idempotent), a read-only CTE feeding
 // an UPDATE, and an UPDATE joined to another table. Each writes the

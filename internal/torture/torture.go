@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
+	"github.com/fencekit/fence/fencepgx"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/postgres"
 )
@@ -190,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	dsn, err := fence.ParseDSN(cfg.DSN)
+	dsn, err := fencedsn.Parse(cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		for _, c := range cfg.ClientDSNs {
-			if d, err := fence.ParseDSN(c); err != nil {
+			if d, err := fencedsn.Parse(c); err != nil {
 				return nil, err
 			} else if d.Dialect != h.d {
 				return nil, fmt.Errorf("torture: client DSN %s is %s, the admin DSN %s", d.Redacted, d.Dialect, h.d)
@@ -235,7 +237,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // FaultsFor returns faults less those that cannot apply to dsn's database
 // (the proxy on SQLite), so that "all" means all that apply.
 func FaultsFor(f Faults, dsn string) Faults {
-	d, err := fence.ParseDSN(dsn)
+	d, err := fencedsn.Parse(dsn)
 	out := Faults{}
 	for k, v := range f {
 		out[k] = v
@@ -323,7 +325,7 @@ func (h *harness) setup(ctx context.Context) error {
 }
 
 // openStore opens one store on dsn, retrying while the database comes up.
-// With pgx it is a pgx-native store: its own pgxpool (fence.OpenPool), no
+// With pgx it is a pgx-native store: its own pgxpool (postgres.NewPool), no
 // database/sql handle; closeStore closes the pool with it.
 func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence.Clock, pgx bool) (*fence.Store, error) {
 	opts := []fence.Option{fence.WithPrefix(prefix), fence.WithObserver(attemptObserver{h})}
@@ -336,7 +338,7 @@ func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence
 		if pgx {
 			s, err = openPgxStore(ctx, dsn, opts)
 		} else {
-			s, err = fence.Open(ctx, dsn, opts...)
+			s, err = fencedsn.Open(ctx, dsn, opts...)
 		}
 		if err == nil {
 			break
@@ -357,14 +359,14 @@ func (h *harness) openStore(ctx context.Context, dsn, prefix string, clock fence
 
 // openPgxStore makes a pgxpool from dsn (postgres.NewPoolConfig, so the
 // proxy's or the private server's address in dsn is what it dials), pings it
-// and opens a store on it with fence.OpenPool.
+// and opens a store on it with postgres.NewPool and fence.New.
 func openPgxStore(ctx context.Context, dsn string, opts []fence.Option) (*fence.Store, error) {
 	pc, err := postgres.NewPoolConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
-	// As the database/sql stores: InPgxTx holds a connection while
-	// CheckPgxTx explains a refusal on another.
+	// As the database/sql stores: fencepgx.InTx holds a connection while
+	// fencepgx.CheckTx explains a refusal on another.
 	pc.MaxConns = 4
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -377,7 +379,12 @@ func openPgxStore(ctx context.Context, dsn string, opts []fence.Option) (*fence.
 		pool.Close()
 		return nil, err
 	}
-	s, err := fence.OpenPool(pool, opts...)
+	d, err := postgres.NewPool(pool, "")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s, err := fence.New(ctx, d, opts...)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -385,11 +392,19 @@ func openPgxStore(ctx context.Context, dsn string, opts []fence.Option) (*fence.
 	return s, nil
 }
 
+// poolOf is the pgx pool of a pgx-native store, or nil.
+func poolOf(s *fence.Store) *pgxpool.Pool {
+	if d, ok := s.Driver().(*postgres.Driver); ok {
+		return d.Pool()
+	}
+	return nil
+}
+
 // closeStore closes a store and, for a pgx-native one, the pool it was made
-// with (fence.OpenPool leaves the pool to its caller).
+// with (a driver from postgres.NewPool leaves the pool to its caller).
 func closeStore(s *fence.Store) {
 	s.Close()
-	if p := s.Pool(); p != nil {
+	if p := poolOf(s); p != nil {
 		p.Close()
 	}
 }
@@ -668,7 +683,7 @@ func (c *client) doOp(ep *epoch) {
 	case opWrite, opTxWrite:
 		err = c.write(ctx, st, kind, tok, name, o.ID, pause, &o.API, &o.Shape)
 	case opRead:
-		if p := st.Pool(); p != nil {
+		if p := poolOf(st); p != nil {
 			err = p.QueryRow(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
 		} else {
 			err = st.DB().QueryRowContext(ctx, h.sc.readSQL(), name).Scan(&o.Out.WFence, &o.Out.Cnt)
@@ -745,14 +760,14 @@ func (c *client) pickShape() string {
 }
 
 // execShape runs one fenced single statement of shape through exec (Store.Exec
-// or Store.ExecPgx), after the shape's unfenced preparation, if any, on the
+// or fencepgx.Exec), after the shape's unfenced preparation, if any, on the
 // store's own handle (pool for a pgx-native store).
 func (c *client) execShape(ctx context.Context, st *fence.Store, shape string, tok fence.Token, name string, id int64,
 	exec func(q string, args ...any) (int64, error)) error {
 	ss := c.h.sc.shapeSQL(shape, tok, name, id)
 	if ss.pre != "" {
 		var err error
-		if p := st.Pool(); p != nil {
+		if p := poolOf(st); p != nil {
 			_, err = p.Exec(ctx, ss.pre, ss.preArgs...)
 		} else {
 			_, err = st.DB().ExecContext(ctx, ss.pre, ss.preArgs...)
@@ -780,7 +795,7 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 	}
 	if c.h.cfg.Unsafe {
 		*api = "unsafe"
-		if st.Pool() != nil {
+		if poolOf(st) != nil {
 			*api = "unsafe-pgx"
 		}
 		ok, err := st.IsHeld(ctx, tok)
@@ -793,7 +808,7 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		if pause > 0 {
 			time.Sleep(pause) // the race: a takeover lands here
 		}
-		if p := st.Pool(); p != nil {
+		if p := poolOf(st); p != nil {
 			return unsafePgxWrite(ctx, p, sc, kind, tok, name, id, k)
 		}
 		if kind == opWrite {
@@ -822,7 +837,7 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 	if kind == opWrite {
 		*shape = c.pickShape()
 	}
-	if p := st.Pool(); p != nil {
+	if p := poolOf(st); p != nil {
 		return c.pgxWrite(ctx, st, p, kind, tok, name, id, k, pause, api, *shape)
 	}
 	if kind == opWrite {
@@ -845,11 +860,11 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 }
 
 // pgxWrite is the fenced write of a pgx-native store, half and half by the
-// client's schedule: a single statement is Store.Exec or Store.ExecPgx on
-// the pool; a transaction is Store.InPgxTx (the protected row's UPDATE
+// client's schedule: a single statement is Store.Exec or fencepgx.Exec on
+// the pool; a transaction is fencepgx.InTx (the protected row's UPDATE
 // unfenced, as in InTx: the share lock fences it), or a pgx.Tx of the
-// harness's own, checked with Store.CheckPgxTx, whose UPDATE goes through
-// Store.ExecPgx with {{fence}} and whose commit the harness reports itself.
+// harness's own, checked with fencepgx.CheckTx, whose UPDATE goes through
+// fencepgx.Exec with {{fence}} and whose commit the harness reports itself.
 func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool, kind opKind, tok fence.Token, name string, id int64, k string, pause time.Duration, api *string, shape string) error {
 	sc := c.h.sc
 	if kind == opWrite {
@@ -859,16 +874,16 @@ func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool,
 				return st.Exec(ctx, tok, q, args...)
 			})
 		}
-		*api = "ExecPgx"
+		*api = "fencepgx.Exec"
 		return c.execShape(ctx, st, shape, tok, name, id, func(q string, args ...any) (int64, error) {
-			return st.ExecPgx(ctx, p, tok, q, args...)
+			return fencepgx.Exec(ctx, st, p, tok, q, args...)
 		})
 	}
 	if c.rng.IntN(2) == 0 {
-		*api = "InPgxTx"
-		return st.InPgxTx(ctx, tok, func(tx pgx.Tx) error {
+		*api = "fencepgx.InTx"
+		return fencepgx.InTx(ctx, st, poolOf(st), tok, func(tx pgx.Tx) error {
 			if pause > 0 {
-				time.Sleep(pause) // between CheckPgxTx and the commit
+				time.Sleep(pause) // between fencepgx.CheckTx and the commit
 			}
 			if _, err := tx.Exec(ctx, sc.writeSQL(false), tok.Fence, id, k, name); err != nil {
 				return err
@@ -877,7 +892,7 @@ func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool,
 			return err
 		})
 	}
-	*api = "CheckPgxTx+ExecPgx"
+	*api = "fencepgx.CheckTx+Exec"
 	tx, err := p.Begin(ctx)
 	if err != nil {
 		return err // nothing began: a definite failure
@@ -885,14 +900,14 @@ func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool,
 	// Until Commit is sent nothing can commit: an error before it is
 	// definite (a torn connection aborts the transaction on the server).
 	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
-	if err := st.CheckPgxTx(ctx, tx, tok); err != nil {
+	if err := fencepgx.CheckTx(ctx, st, tx, tok); err != nil {
 		rollback()
 		return err
 	}
 	if pause > 0 {
-		time.Sleep(pause) // between CheckPgxTx and the commit
+		time.Sleep(pause) // between fencepgx.CheckTx and the commit
 	}
-	if _, err := st.ExecPgx(ctx, tx, tok, sc.writeSQL(true), tok.Fence, id, k, name); err != nil {
+	if _, err := fencepgx.Exec(ctx, st, tx, tok, sc.writeSQL(true), tok.Fence, id, k, name); err != nil {
 		rollback()
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -34,7 +34,7 @@ func reachable(t *testing.T, name, envVar, dsn string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := fence.Open(ctx, dsn)
+	s, err := fencedsn.Open(ctx, dsn)
 	if err != nil {
 		testdb.Unreachable(t, name, envVar, err)
 	}
@@ -101,7 +101,7 @@ func TestTorturePostgres(t *testing.T) {
 }
 
 // TestTorturePostgresPgx runs the clients on pgx-native stores
-// (fence.OpenPool) and checks that every pgx write API was exercised.
+// (postgres.NewPool) and checks that every pgx write API was exercised.
 func TestTorturePostgresPgx(t *testing.T) {
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	r := runTortureWith(t, testdb.PostgresDSN(), false, true, duration(t))
@@ -109,7 +109,7 @@ func TestTorturePostgresPgx(t *testing.T) {
 	// Under faults a short run may see no success through one API; an
 	// answered write (ok or refused by the fence) still went through it to
 	// the database and back.
-	for _, api := range []string{"Exec", "ExecPgx", "InPgxTx", "CheckPgxTx+ExecPgx"} {
+	for _, api := range []string{"Exec", "fencepgx.Exec", "fencepgx.InTx", "fencepgx.CheckTx+Exec"} {
 		if r.ByAPI[api+" ok"]+r.ByAPI[api+" refused"] == 0 {
 			t.Errorf("no write through %s was answered (writes by API: %v)", api, r.ByAPI)
 		}

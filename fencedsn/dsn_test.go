@@ -1,30 +1,31 @@
-package fence
+package fencedsn
 
 import (
 	"context"
 	"errors"
+	"github.com/fencekit/fence"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestParseDSN(t *testing.T) {
-	for dsn, want := range map[string]Dialect{
-		"sqlite:fence.db":                          SQLite,
-		"sqlite::memory:":                          SQLite,
-		"sqlite:///tmp/x.db":                       SQLite,
-		"postgres://u:p@h:5432/db?sslmode=disable": Postgres,
-		"postgresql://h/db":                        Postgres,
-		"mysql://root@127.0.0.1:3306/test":         MySQL,
+func TestParse(t *testing.T) {
+	for dsn, want := range map[string]fence.Dialect{
+		"sqlite:fence.db":                          fence.SQLite,
+		"sqlite::memory:":                          fence.SQLite,
+		"sqlite:///tmp/x.db":                       fence.SQLite,
+		"postgres://u:p@h:5432/db?sslmode=disable": fence.Postgres,
+		"postgresql://h/db":                        fence.Postgres,
+		"mysql://root@127.0.0.1:3306/test":         fence.MySQL,
 	} {
-		d, err := ParseDSN(dsn)
+		d, err := Parse(dsn)
 		if err != nil || d.Dialect != want {
 			t.Errorf("%q: %+v %v", dsn, d, err)
 		}
 	}
 	for _, dsn := range []string{"", "fence.db", "oracle://x/y", "sqlite:", "mysql://h:3306", "postgres:///db", "mysql://u:p@h/db\x00", "postgres://u:p@[::1/db"} {
-		if _, err := ParseDSN(dsn); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%q: %v, want ErrInvalid", dsn, err)
+		if _, err := Parse(dsn); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("%q: %v, want fence.ErrInvalid", dsn, err)
 		}
 	}
 }
@@ -45,12 +46,12 @@ func TestDSNErrorsHidePassword(t *testing.T) {
 			t.Errorf("error shows the password: %v", err)
 		}
 	}
-	d, _ := ParseDSN("mysql://u:" + secret + "@h:1/db")
+	d, _ := Parse("mysql://u:" + secret + "@h:1/db")
 	if strings.Contains(d.Redacted, secret) {
 		t.Errorf("redacted DSN %q", d.Redacted)
 	}
-	if _, err := Open(context.Background(), "postgres://u:"+secret+"@127.0.0.1:1/db?connect_timeout=1"); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("unreachable database: %v, want ErrUnavailable", err)
+	if _, err := Open(context.Background(), "postgres://u:"+secret+"@127.0.0.1:1/db?connect_timeout=1"); !errors.Is(err, fence.ErrUnavailable) {
+		t.Errorf("unreachable database: %v, want fence.ErrUnavailable", err)
 	}
 }
 
@@ -61,8 +62,8 @@ func TestDSNErrorsHidePassword(t *testing.T) {
 // show any run of the password. Before, postgres://app2:2024#Summer@… was
 // printed whole and Xy7#… leaked ":Xy7" in "invalid port".
 func TestOpenErrorsHideSecrets(t *testing.T) {
-	my := reachable(t, MySQL)
-	pg := reachable(t, Postgres)
+	my := reachable(t, fence.MySQL)
+	pg := reachable(t, fence.Postgres)
 	myHost := hostOf(t, my)
 	pgHost := hostOf(t, pg)
 	fragments := []string{"Xy7", "kLm9", "Qz5"}
@@ -101,8 +102,8 @@ func TestOpenErrorsHideSecrets(t *testing.T) {
 				t.Errorf("error shows %q of the password: %v", f, err)
 			}
 		}
-		if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnavailable) {
-			t.Errorf("error is neither ErrInvalid nor ErrUnavailable: %v", err)
+		if !errors.Is(err, fence.ErrInvalid) && !errors.Is(err, fence.ErrUnavailable) {
+			t.Errorf("error is neither fence.ErrInvalid nor fence.ErrUnavailable: %v", err)
 		}
 	}
 }
@@ -129,7 +130,7 @@ func TestParseDSNPasswords(t *testing.T) {
 		{"mysql://u@h/db?password=Xy7", "mysql://u@h/db?password=xxxxx"},
 		{"postgres://h1:5432,h2/db", "postgres://h1:5432,h2/db"},
 	} {
-		d, err := ParseDSN(tc.dsn)
+		d, err := Parse(tc.dsn)
 		if err != nil || d.Redacted != tc.redacted {
 			t.Errorf("%s: %q %v, want %q", tc.dsn, d.Redacted, err, tc.redacted)
 		}
@@ -137,16 +138,16 @@ func TestParseDSNPasswords(t *testing.T) {
 			t.Errorf("%s: HasPassword %v", tc.dsn, d.HasPassword)
 		}
 	}
-	if d, _ := ParseDSN("postgres://u@h/db"); d.HasPassword {
+	if d, _ := Parse("postgres://u@h/db"); d.HasPassword {
 		t.Errorf("HasPassword without a password")
 	}
 	for _, dsn := range []string{
 		"postgres://app:Xy7/kLm9@h/db", "postgres://app:Xy7@kLm9@h/db", "postgres://app:50%off@h/db",
 		"postgres://app:1234/kLm9@h/db", "mysql://app:Xy7/kLm9@h:3306/db",
 	} {
-		_, err := ParseDSN(dsn)
-		if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "Xy7") || strings.Contains(err.Error(), "kLm9") || strings.Contains(err.Error(), "off") {
-			t.Errorf("%s: %v, want ErrInvalid that quotes nothing", dsn, err)
+		_, err := Parse(dsn)
+		if !errors.Is(err, fence.ErrInvalid) || strings.Contains(err.Error(), "Xy7") || strings.Contains(err.Error(), "kLm9") || strings.Contains(err.Error(), "off") {
+			t.Errorf("%s: %v, want fence.ErrInvalid that quotes nothing", dsn, err)
 		}
 	}
 }

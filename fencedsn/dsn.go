@@ -1,20 +1,27 @@
-package fence
+// Package fencedsn opens a fence store from a data source name — the
+// sqlite:, postgres:// and mysql:// strings of the fence CLI and of
+// FENCE_DSN — for programs that let the user choose the database at run
+// time. It links every driver (SQLite, PostgreSQL, MySQL); a program that
+// knows its database imports only that driver's package and calls
+// fence.New instead.
+package fencedsn
 
 import (
 	"fmt"
 	"net/url"
 	"strings"
 
+	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/dsnurl"
 )
 
-// DefaultDSN is used when neither --dsn nor FENCE_DSN is set: a SQLite file in
+// Default is used when neither --dsn nor FENCE_DSN is set: a SQLite file in
 // the working directory, so a first run needs nothing installed.
-const DefaultDSN = "sqlite:fence.db"
+const Default = "sqlite:fence.db"
 
 // DSN is a parsed data source name.
 type DSN struct {
-	Dialect Dialect
+	Dialect fence.Dialect
 	// Path is the SQLite file (or ":memory:").
 	Path string
 	// Redacted is the DSN rebuilt from its parsed parts with the password
@@ -30,7 +37,7 @@ type DSN struct {
 	spans   [][2]int // where the secrets are in the DSN, for FuzzParseDSN
 }
 
-// ParseDSN checks a DSN's form without connecting. Errors wrap ErrInvalid and
+// Parse checks a DSN's form without connecting. Errors wrap fence.ErrInvalid and
 // never quote any part of the DSN after its scheme.
 //
 // postgres:// and mysql:// DSNs are split the way pgx splits them (libpq's
@@ -38,41 +45,41 @@ type DSN struct {
 // '/', so '#', '?' and ':' in a password need no escaping, but '/' and '@' do
 // (%2F, %40). A DSN that a reader splitting at the last '@' would read
 // differently is refused rather than guessed at.
-func ParseDSN(dsn string) (DSN, error) {
+func Parse(dsn string) (DSN, error) {
 	if dsn == "" {
-		return DSN{}, fmt.Errorf("%w: empty DSN (want sqlite:PATH, postgres://… or mysql://…)", ErrInvalid)
+		return DSN{}, fmt.Errorf("%w: empty DSN (want sqlite:PATH, postgres://… or mysql://…)", fence.ErrInvalid)
 	}
 	if strings.ContainsRune(dsn, 0) {
-		return DSN{}, fmt.Errorf("%w: DSN contains a NUL byte", ErrInvalid)
+		return DSN{}, fmt.Errorf("%w: DSN contains a NUL byte", fence.ErrInvalid)
 	}
 	scheme, rest, ok := strings.Cut(dsn, ":")
 	if !ok {
-		return DSN{}, fmt.Errorf("%w: DSN has no scheme (want sqlite:PATH, postgres://… or mysql://…)", ErrInvalid)
+		return DSN{}, fmt.Errorf("%w: DSN has no scheme (want sqlite:PATH, postgres://… or mysql://…)", fence.ErrInvalid)
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3":
 		path := strings.TrimPrefix(rest, "//")
 		if path == "" {
-			return DSN{}, fmt.Errorf("%w: sqlite DSN has no path (want sqlite:PATH)", ErrInvalid)
+			return DSN{}, fmt.Errorf("%w: sqlite DSN has no path (want sqlite:PATH)", fence.ErrInvalid)
 		}
-		return DSN{Dialect: SQLite, Path: path, Redacted: dsn}, nil
+		return DSN{Dialect: fence.SQLite, Path: path, Redacted: dsn}, nil
 	case "postgres", "postgresql", "mysql":
 	default:
-		return DSN{}, fmt.Errorf("%w: unknown DSN scheme %q (want sqlite, postgres, postgresql or mysql)", ErrInvalid, clip(scheme))
+		return DSN{}, fmt.Errorf("%w: unknown DSN scheme %q (want sqlite, postgres, postgresql or mysql)", fence.ErrInvalid, clip(scheme))
 	}
 	scheme = strings.ToLower(scheme)
 	if !strings.HasPrefix(rest, "//") {
-		return DSN{}, fmt.Errorf("%w: %s DSN is not a URL (want %s://user:password@host:port/dbname)", ErrInvalid, scheme, scheme)
+		return DSN{}, fmt.Errorf("%w: %s DSN is not a URL (want %s://user:password@host:port/dbname)", fence.ErrInvalid, scheme, scheme)
 	}
 	u, err := dsnurl.Parse(dsn)
 	if err != nil {
-		return DSN{}, fmt.Errorf("%w: malformed %s DSN: %v", ErrInvalid, scheme, err)
+		return DSN{}, fmt.Errorf("%w: malformed %s DSN: %v", fence.ErrInvalid, scheme, err)
 	}
-	d := DSN{Dialect: Postgres}
+	d := DSN{Dialect: fence.Postgres}
 	if scheme == "mysql" {
-		d.Dialect = MySQL
+		d.Dialect = fence.MySQL
 		if u.DBName == "" {
-			return DSN{}, fmt.Errorf("%w: mysql DSN has no database name (want mysql://user:password@host:port/dbname)", ErrInvalid)
+			return DSN{}, fmt.Errorf("%w: mysql DSN has no database name (want mysql://user:password@host:port/dbname)", fence.ErrInvalid)
 		}
 	}
 	d.secrets, d.spans = u.Secrets(dsn), u.SecretSpans()
@@ -132,4 +139,13 @@ func scrub(err error, d DSN) string {
 		}
 	}
 	return msg
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const max = 48 // bytes; %q can make each one four characters
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
 }

@@ -1,7 +1,8 @@
-package fence
+package fencedsn
 
 import (
 	"context"
+	"github.com/fencekit/fence"
 	"net/url"
 	"strconv"
 	"strings"
@@ -22,11 +23,11 @@ import (
 const multiHostDSN = "postgres://fence:s3cr3t@127.0.0.1:5441,127.0.0.1:5442/app?sslmode=disable&target_session_attrs=read-write"
 
 func TestParseDSNMultiHost(t *testing.T) {
-	d, err := ParseDSN(multiHostDSN)
+	d, err := Parse(multiHostDSN)
 	if err != nil {
-		t.Fatalf("ParseDSN(multi-host): %v", err)
+		t.Fatalf("Parse(multi-host): %v", err)
 	}
-	if d.Dialect != Postgres {
+	if d.Dialect != fence.Postgres {
 		t.Errorf("dialect %q, want postgres", d.Dialect)
 	}
 	want := "postgres://fence:xxxxx@127.0.0.1:5441,127.0.0.1:5442/app?sslmode=disable&target_session_attrs=read-write"
@@ -93,17 +94,17 @@ func multiHostTestDSN(t *testing.T) string {
 
 // openMultiHost opens a store on dsn, the one place this file opens a
 // store from a DSN.
-func openMultiHost(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+func openMultiHost(ctx context.Context, dsn string, opts ...fence.Option) (*fence.Store, error) {
 	return Open(ctx, dsn, opts...)
 }
 
 // The store opens through the host list, passes its session checks on the
 // primary it found and fences as usual, on database/sql and on a pgx pool.
 func TestOpenMultiHostDSN(t *testing.T) {
-	reachable(t, Postgres)
+	reachable(t, fence.Postgres)
 	ctx := ctxOpen(t)
 	dsn := multiHostTestDSN(t)
-	check := func(t *testing.T, s *Store) {
+	check := func(t *testing.T, s *fence.Store) {
 		t.Helper()
 		if _, err := s.Migrate(ctx); err != nil {
 			t.Fatalf("Migrate: %v", err)
@@ -121,7 +122,7 @@ func TestOpenMultiHostDSN(t *testing.T) {
 	}
 	t.Run("database/sql", func(t *testing.T) {
 		prefix := testdb.Prefix()
-		s, err := openMultiHost(ctx, dsn, WithPrefix(prefix))
+		s, err := openMultiHost(ctx, dsn, fence.WithPrefix(prefix))
 		if err != nil {
 			t.Fatalf("Open(multi-host DSN, first host down): %v", err)
 		}
@@ -139,7 +140,7 @@ func TestOpenMultiHostDSN(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		s, err := OpenPool(pool, WithPrefix(testdb.Prefix()))
+		s, err := newPoolStore(ctx, pool, fence.WithPrefix(testdb.Prefix()))
 		if err != nil {
 			t.Fatalf("OpenPool(multi-host pool, first host down): %v", err)
 		}
@@ -147,4 +148,12 @@ func TestOpenMultiHostDSN(t *testing.T) {
 		defer s.DropTables(context.WithoutCancel(ctx))
 		check(t, s)
 	})
+}
+
+func newPoolStore(ctx context.Context, pool *pgxpool.Pool, opts ...fence.Option) (*fence.Store, error) {
+	d, err := postgres.NewPool(pool, "")
+	if err != nil {
+		return nil, err
+	}
+	return fence.New(ctx, d, opts...)
 }

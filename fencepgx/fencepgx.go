@@ -1,0 +1,161 @@
+// Package fencepgx is fence's fenced writes for pgx's own API, for programs
+// that use pgx directly and no database/sql. The store itself comes from
+// the postgres package's driver over the program's pool:
+//
+//	drv, err := postgres.NewPool(pool, "")
+//	store, err := fence.New(ctx, drv)
+//	n, err := fencepgx.Exec(ctx, store, pool, tok,
+//		`UPDATE reports SET body = $1 WHERE id = $2 AND {{fence}}`, body, id)
+//
+// Everything on fence.Store works the same on such a store (leases, runs,
+// the runner, AcquireWait's LISTEN); this package adds what takes pgx's
+// types: a fenced write on a pgx.Tx, *pgx.Conn or *pgxpool.Pool, a fenced
+// pgx transaction, and a resource write.
+package fencepgx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencekit/fence"
+)
+
+// Execer is what a fenced write runs on: pgx.Tx, *pgx.Conn, *pgxpool.Pool
+// and *pgxpool.Conn all have this method.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Beginner starts a transaction: *pgxpool.Pool and *pgx.Conn.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Exec is fence.Store.ExecIn for pgx: it runs the caller's UPDATE, DELETE
+// or INSERT … SELECT on e with the fence predicate where query says
+// {{fence}}, and gives the same results: the rows affected, or an error
+// wrapping fence.ErrLost or fence.ErrNoMatch when nothing changed. It works
+// on any PostgreSQL store, also one over database/sql, when the program
+// writes through pgx elsewhere.
+func Exec(ctx context.Context, s *fence.Store, e Execer, t fence.Token, query string, args ...any) (int64, error) {
+	if err := postgresOnly(s, "Exec"); err != nil {
+		return 0, err
+	}
+	if e == nil {
+		return 0, fmt.Errorf("%w: fencepgx.Exec needs a pgx.Tx, *pgx.Conn or *pgxpool.Pool, got nil", fence.ErrInvalid)
+	}
+	return s.ExecWith(ctx, t, func(ctx context.Context, q string, all []any) (int64, error) {
+		tag, err := e.Exec(ctx, q, all...)
+		return tag.RowsAffected(), err
+	}, query, args...)
+}
+
+// InTx is fence.Store.InTx for pgx: fn runs in a transaction begun on b
+// that first share-locks the lease row and verifies t by the database
+// clock, so a takeover cannot commit between the check and fn's writes. If
+// t no longer holds the lease, fn is not called and the error wraps
+// fence.ErrLost. fn's error rolls back. A COMMIT whose answer was lost is
+// reported as fence.ErrAmbiguous: it may have committed.
+func InTx(ctx context.Context, s *fence.Store, b Beginner, t fence.Token, fn func(tx pgx.Tx) error) error {
+	if err := postgresOnly(s, "InTx"); err != nil {
+		return err
+	}
+	if b == nil {
+		return fmt.Errorf("%w: fencepgx.InTx needs a *pgxpool.Pool or *pgx.Conn to begin on, got nil", fence.ErrInvalid)
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("fence: begin for lease %q: %w", t.Lease, err)
+	}
+	if err := CheckTx(ctx, s, tx, t); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return commitError(t, err)
+	}
+	return nil
+}
+
+// commitError classifies a failed COMMIT: the server's own answer (a
+// serialization failure, a deferred constraint) or a request pgx knows it
+// never sent rolled back; anything else may have committed.
+func commitError(t fence.Token, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+		return fmt.Errorf("fence: commit of lease %q fence %d: %w", t.Lease, t.Fence, err)
+	}
+	return &fence.AmbiguousError{Op: "commit", Lease: t.Lease, Err: err}
+}
+
+// CheckTx is fence.Store.CheckTx for a pgx transaction: it share-locks the
+// lease row inside tx and verifies t by the database clock. Call it before
+// the transaction's writes; they are then fenced until commit.
+//
+// tx must be a top-level transaction (from Begin on a pool or connection).
+// A nested one, from tx.Begin, is a SAVEPOINT: its rollback would release
+// the share lock and let a takeover commit before the outer transaction's
+// writes, so CheckTx refuses it with fence.ErrInvalid.
+func CheckTx(ctx context.Context, s *fence.Store, tx pgx.Tx, t fence.Token) error {
+	if err := postgresOnly(s, "CheckTx"); err != nil {
+		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("%w: fencepgx.CheckTx needs the caller's pgx.Tx, got nil", fence.ErrInvalid)
+	}
+	if isSavepoint(tx) {
+		return fmt.Errorf("%w: fencepgx.CheckTx got a nested pgx transaction (a SAVEPOINT): rolling it back would release the lease lock while the outer transaction goes on; call CheckTx on the outer transaction, or fence each write with Exec and {{fence}}", fence.ErrInvalid)
+	}
+	return s.CheckWith(ctx, t, func(ctx context.Context, q string, args []any) (bool, error) {
+		var held bool
+		err := tx.QueryRow(ctx, q, args...).Scan(&held)
+		return held, err
+	})
+}
+
+// isSavepoint reports whether tx is pgx's simulated nested transaction,
+// which pgx implements with SAVEPOINT. pgx does not export the type, so it
+// is known by name; pgxpool's Tx wraps only top-level transactions.
+func isSavepoint(tx pgx.Tx) bool {
+	return reflect.TypeOf(tx).String() == "*pgx.dbSimulatedNestedTx"
+}
+
+// ExecResource is fence.ExecResource for pgx: each {{fence_token}} in query
+// becomes a bound parameter carrying t's fence, and zero rows affected
+// gives an error wrapping fence.ErrStale and fence.ErrLost.
+func ExecResource(ctx context.Context, e Execer, t fence.Token, query string, args ...any) (int64, error) {
+	q, all, err := fence.ResourceQuery(fence.Postgres, t, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := e.Exec(ctx, q, all...)
+	if err != nil {
+		return 0, fmt.Errorf("fence: resource write of lease %q fence %d: %w", t.Lease, t.Fence, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return 0, &fence.StaleError{Lease: t.Lease, Fence: t.Fence}
+	}
+	return tag.RowsAffected(), nil
+}
+
+func postgresOnly(s *fence.Store, fn string) error {
+	if s == nil {
+		return fmt.Errorf("%w: fencepgx.%s needs a store, got nil", fence.ErrInvalid, fn)
+	}
+	if s.Dialect() != fence.Postgres {
+		return fmt.Errorf("%w: fencepgx.%s needs a PostgreSQL store, this one is %s", fence.ErrInvalid, fn, s.Dialect())
+	}
+	return nil
+}
