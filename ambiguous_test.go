@@ -251,7 +251,7 @@ func TestFinishRunWithLostAnswer(t *testing.T) {
 
 	committed := start()
 	s.drv = &finishLost{Driver: real, commit: true}
-	if err := s.FinishRun(ctx, tok.Token, committed, Outcome{Result: "ok"}); err != nil {
+	if err := s.FinishRun(ctx, tok.Token, committed, Completion{Result: "ok"}); err != nil {
 		t.Fatalf("committed completion with a lost answer: %v", err)
 	}
 	s.drv = real
@@ -261,7 +261,7 @@ func TestFinishRunWithLostAnswer(t *testing.T) {
 
 	notSent := start()
 	s.drv = &finishLost{Driver: real}
-	err = s.FinishRun(ctx, tok.Token, notSent, Outcome{})
+	err = s.FinishRun(ctx, tok.Token, notSent, Completion{})
 	if !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("completion with a lost answer, run still running: %v; want ErrAmbiguous", err)
 	}
@@ -271,7 +271,7 @@ func TestFinishRunWithLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.drv = &finishLost{Driver: real}
-	err = s.FinishRun(ctx, tok.Token, notSent, Outcome{})
+	err = s.FinishRun(ctx, tok.Token, notSent, Completion{})
 	if !errors.Is(err, ErrLost) || errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("completion with a lost answer of a run since marked lost: %v; want ErrLost", err)
 	}

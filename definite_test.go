@@ -65,7 +65,7 @@ func TestEndedContextIsDefinite(t *testing.T) {
 				return err
 			},
 			"start run":  func(ctx context.Context) error { _, err := s.StartRun(ctx, tok.Token, nil); return err },
-			"finish run": func(ctx context.Context) error { return s.FinishRun(ctx, tok.Token, id, fence.Outcome{}) },
+			"finish run": func(ctx context.Context) error { return s.FinishRun(ctx, tok.Token, id, fence.Completion{}) },
 			"mark lost":  func(ctx context.Context) error { return s.MarkRunLost(ctx, id, tok.Token.Fence, "x") },
 			"sweep":      func(ctx context.Context) error { _, err := s.SweepRuns(ctx); return err },
 		}
@@ -332,7 +332,7 @@ func TestFinishRunIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		code := 3
-		for _, o := range []fence.Outcome{
+		for _, o := range []fence.Completion{
 			{Result: map[string]int{"n": 1}},
 			{Err: errors.New("disk full"), ExitCode: &code},
 			{},
@@ -346,9 +346,9 @@ func TestFinishRunIsIdempotent(t *testing.T) {
 					t.Fatalf("finish %d of run %d with %+v: %v", i+1, id, o, err)
 				}
 			}
-			other := fence.Outcome{Err: errors.New("another outcome")}
+			other := fence.Completion{Err: errors.New("another outcome")}
 			if o.Err != nil {
-				other = fence.Outcome{}
+				other = fence.Completion{}
 			}
 			if err := s.FinishRun(ctx, tok.Token, id, other); !errors.Is(err, fence.ErrLost) {
 				t.Fatalf("a different outcome for a finished run: %v; want refused", err)

@@ -84,7 +84,7 @@ const (
 	LostExpired LostReason = "expired"
 	// LostReleased: this token released the lease.
 	LostReleased LostReason = "released"
-	// LostRevoked: an operator revoked the lease (Revoke, fence release --force).
+	// LostRevoked: an operator revoked the lease (Revoke, fence revoke).
 	LostRevoked LostReason = "revoked"
 	// LostSuperseded: a newer acquisition took over.
 	LostSuperseded LostReason = "superseded"

@@ -248,7 +248,7 @@ func TestRefusedFinishFollowUpHonoursDeadline(t *testing.T) {
 		took, err := within(t, deadline, func() error {
 			fctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
-			return s.FinishRun(fctx, a.Token, id, Outcome{})
+			return s.FinishRun(fctx, a.Token, id, Completion{})
 		})
 		t.Logf("refused completion with the network stalled after the refusal: %v after %v", err, took)
 		if took > deadline+slack {

@@ -50,7 +50,7 @@ func TestObserverSeesOperations(t *testing.T) {
 	s.Renew(ctx, a.Token, time.Minute)
 	s.Revoke(ctx, "job")
 	s.Renew(ctx, a.Token, time.Minute)
-	s.FinishRun(ctx, a.Token, id, Outcome{})
+	s.FinishRun(ctx, a.Token, id, Completion{})
 	want := []string{
 		"acquire job ok ", "acquire job held ", "start_run job ok running", "renew job ok ",
 		"revoke job ok ", "renew job lost ", "finish_run job lost lost",

@@ -373,7 +373,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		// goes on up the stack: otherwise the run stays "running" and the
 		// lease held for its TTL by a goroutine that no longer exists.
 		fctx, fcancel := context.WithTimeout(bg, c.callTimeout)
-		err := s.FinishRun(fctx, t, id, Outcome{Err: jobErr})
+		err := s.FinishRun(fctx, t, id, Completion{Err: jobErr})
 		fcancel()
 		r.Outcome, r.Err = Failed, nil
 		if k.Lost() != nil || errors.Is(err, ErrLost) {
@@ -407,7 +407,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 	res, code := box.v, box.code
 	box.mu.Unlock()
 	fctx, fcancel := context.WithTimeout(bg, c.callTimeout)
-	err = s.FinishRun(fctx, t, id, Outcome{Err: jobErr, Result: res, ExitCode: code})
+	err = s.FinishRun(fctx, t, id, Completion{Err: jobErr, Result: res, ExitCode: code})
 	fcancel()
 	switch {
 	case errors.Is(err, ErrLost):

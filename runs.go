@@ -98,8 +98,9 @@ func (s *Store) StartRun(ctx context.Context, t Token, detail any) (id int64, er
 	return id, nil
 }
 
-// Outcome is how a run ended, for FinishRun.
-type Outcome struct {
+// Completion is how a run ended, for FinishRun (a run's completion; a
+// Run's overall verdict is Result.Outcome, a RunOutcome).
+type Completion struct {
 	// Err is the job's error; nil means succeeded.
 	Err error
 	// Result is stored as JSON (json.RawMessage is stored as is).
@@ -124,7 +125,7 @@ type Outcome struct {
 // moves the run's end to now (once), with "; completion refused" added to
 // its error: the ledger then shows how long the stale run overlapped its
 // successor.
-func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Outcome) (err error) {
+func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Completion) (err error) {
 	ctx, done := s.observe(ctx, OpFinishRun, t.Lease)
 	defer func() {
 		e := Event{Fence: t.Fence, Err: err, Status: RunSucceeded, Run: id}

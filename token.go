@@ -109,8 +109,12 @@ func IdempotencyKey(t Token, parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Short returns the first 8 characters of the owner, for tables and logs.
-func (t Token) Short() string { return shortOwner(t.Owner) }
+// Short returns NAME#FENCE@ and the first 8 hex digits of the owner, for
+// tables and logs: the whole token is a credential (whoever has it can
+// renew, release and write as the holder), so logs carry this form.
+func (t Token) Short() string {
+	return t.Lease + "#" + strconv.FormatInt(t.Fence, 10) + "@" + shortOwner(t.Owner)
+}
 
 func shortOwner(o string) string {
 	if len(o) > 8 {

@@ -79,3 +79,27 @@ func TestRebind(t *testing.T) {
 		t.Fatal("mysql changed")
 	}
 }
+
+// Short names the lease and the fence, and only a prefix of the owner: it
+// used to return the owner prefix alone, which said nothing in a log.
+func TestTokenShort(t *testing.T) {
+	tok := Token{Lease: "admin:reconciliation", Fence: 1796343098170000, Owner: "0123456789abcdef0123456789abcdef"}
+	if got, want := tok.Short(), "admin:reconciliation#1796343098170000@01234567"; got != want {
+		t.Errorf("Short() = %q, want %q", got, want)
+	}
+	if strings.Contains(tok.Short(), tok.Owner[8:]) {
+		t.Errorf("Short() %q shows more than 8 digits of the owner", tok.Short())
+	}
+}
+
+// A schema-qualified prefix is refused with the way that works: a prefix is
+// part of each table name, and PostgreSQL's search_path picks the schema.
+func TestDottedPrefixPointsToSearchPath(t *testing.T) {
+	err := ValidatePrefix("app.fence_")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "search_path=app") {
+		t.Errorf("ValidatePrefix(\"app.fence_\") = %v, want ErrInvalid naming search_path=app", err)
+	}
+	if err := ValidatePrefix("fence_"); err != nil {
+		t.Errorf("ValidatePrefix(\"fence_\") = %v", err)
+	}
+}

@@ -88,6 +88,12 @@ func ValidateTTL(ttl time.Duration) error {
 // ValidatePrefix reports whether p can prefix fence's table names: a letter
 // or underscore, then up to 40 letters, digits or underscores.
 func ValidatePrefix(p string) error {
+	if strings.Contains(p, ".") && !strings.ContainsAny(p, " ;'\"`") {
+		return fmt.Errorf("%w: table prefix %q names a schema: a prefix is part of each table's name, not a schema; "+
+			"to put fence's tables in a PostgreSQL schema, set the connection's search_path "+
+			"(DSN parameter search_path=%s, or ALTER ROLE … SET search_path) and use a plain prefix; on MySQL, name the database in the DSN",
+			ErrInvalid, clip(p), clip(strings.SplitN(p, ".", 2)[0]))
+	}
 	if !prefixRE.MatchString(p) {
 		return fmt.Errorf("%w: table prefix %q must match %s", ErrInvalid, clip(p), prefixRE)
 	}

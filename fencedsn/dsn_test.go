@@ -3,10 +3,12 @@ package fencedsn
 import (
 	"context"
 	"errors"
-	"github.com/fencekit/fence"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/testdb"
 )
 
 func TestParse(t *testing.T) {
@@ -149,5 +151,41 @@ func TestParseDSNPasswords(t *testing.T) {
 		if !errors.Is(err, fence.ErrInvalid) || strings.Contains(err.Error(), "Xy7") || strings.Contains(err.Error(), "kLm9") || strings.Contains(err.Error(), "off") {
 			t.Errorf("%s: %v, want fence.ErrInvalid that quotes nothing", dsn, err)
 		}
+	}
+}
+
+// fence's tables go into a PostgreSQL schema through the connection's
+// search_path, the way ValidatePrefix's refusal of "schema.prefix" says.
+func TestSearchPathPutsTablesInASchema(t *testing.T) {
+	base := reachable(t, fence.Postgres)
+	ctx := ctxOpen(t)
+	schema := "fence_sp_" + strings.ToLower(testdb.Prefix())
+	admin, err := Open(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.DB().ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.DB().ExecContext(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE")
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	s, err := Open(ctx, base+sep+"search_path="+schema)
+	if err != nil {
+		t.Fatalf("Open with search_path: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "in-schema", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := admin.DB().QueryRowContext(ctx, "SELECT count(*) FROM "+schema+".fence_leases WHERE lease_name = 'in-schema'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("lease row in %s.fence_leases: %d, %v", schema, n, err)
 	}
 }

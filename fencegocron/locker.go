@@ -245,7 +245,7 @@ func (lk *lock) unlock(ctx context.Context) error {
 	lk.mu.Lock()
 	jobErr := lk.jobErr
 	lk.mu.Unlock()
-	if err := l.s.FinishRun(bg, lk.tok, lk.runID, fence.Outcome{Err: jobErr}); err != nil {
+	if err := l.s.FinishRun(bg, lk.tok, lk.runID, fence.Completion{Err: jobErr}); err != nil {
 		if errors.Is(err, fence.ErrLost) {
 			return err // FinishRun recorded the run lost
 		}

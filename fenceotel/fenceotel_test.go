@@ -229,7 +229,7 @@ func TestRejectedCompletion(t *testing.T) {
 	if _, err := s.Revoke(ctx, "job"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishRun(ctx, a.Token, id, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, a.Token, id, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("finish after revoke: %v", err)
 	}
 	spans := sr.Ended()

@@ -30,7 +30,7 @@ func TestJobMetrics(t *testing.T) {
 		}
 		expect(t, m, `fence_jobs_running{lease="job"} 1`, "fence_jobs_running")
 		clk.Add(d)
-		if err := s.FinishRun(ctx, l.Token, id, fence.Outcome{Err: jobErr}); err != nil {
+		if err := s.FinishRun(ctx, l.Token, id, fence.Completion{Err: jobErr}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Release(ctx, l.Token); err != nil {

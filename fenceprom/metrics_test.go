@@ -192,7 +192,7 @@ func TestAcquireRenewRevokeLifecycle(t *testing.T) {
 	if err := s.InTx(ctx, a.Token, func(*sql.Tx) error { return nil }); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("InTx after revoke: %v, want ErrLost", err)
 	}
-	if err := s.FinishRun(ctx, a.Token, id, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, a.Token, id, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("finish after revoke: %v, want ErrLost", err)
 	}
 	if err := s.Release(ctx, a.Token); !errors.Is(err, fence.ErrLost) {

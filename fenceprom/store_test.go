@@ -25,7 +25,7 @@ func TestStoreCollectorLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishRun(ctx, l.Token, id, fence.Outcome{Err: errors.New("boom")}); err != nil {
+		if err := s.FinishRun(ctx, l.Token, id, fence.Completion{Err: errors.New("boom")}); err != nil {
 			t.Fatal(err)
 		}
 	}

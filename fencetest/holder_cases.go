@@ -123,7 +123,7 @@ func holderRuns(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := web1.FinishRun(ctx, a, id1, fence.Outcome{}); err != nil {
+	if err := web1.FinishRun(ctx, a, id1, fence.Completion{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := web1.Release(ctx, a); err != nil {

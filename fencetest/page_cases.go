@@ -90,7 +90,7 @@ func runsBefore(t *testing.T, b Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishRun(ctx, tok, id, fence.Outcome{}); err != nil {
+		if err := s.FinishRun(ctx, tok, id, fence.Completion{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Release(ctx, tok); err != nil {
@@ -154,7 +154,7 @@ func refusedAbandoned(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishRun(ctx, bt, rb, fence.Outcome{}); err != nil {
+	if err := s.FinishRun(ctx, bt, rb, fence.Completion{}); err != nil {
 		t.Fatal(err)
 	}
 	runB, err := s.GetRun(ctx, rb)
@@ -172,7 +172,7 @@ func refusedAbandoned(t *testing.T, b Backend) {
 			break
 		}
 	}
-	if err := s.FinishRun(ctx, a, ra, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, a, ra, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("A's completion after the takeover: %v, want ErrLost", err)
 	}
 	runA, err := s.GetRun(ctx, ra)
@@ -185,7 +185,7 @@ func refusedAbandoned(t *testing.T, b Backend) {
 	if !runA.FinishedAt.After(runB.FinishedAt) {
 		t.Fatalf("A's run ends at %v, not after B's end %v: the overlap is lost", runA.FinishedAt, runB.FinishedAt)
 	}
-	if err := s.FinishRun(ctx, a, ra, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, a, ra, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("A's retried completion: %v, want ErrLost", err)
 	}
 	again, err := s.GetRun(ctx, ra)

@@ -25,7 +25,7 @@ func pruneRuns(t *testing.T, b Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishRun(ctx, tok, id, fence.Outcome{}); err != nil {
+		if err := s.FinishRun(ctx, tok, id, fence.Completion{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Release(ctx, tok); err != nil {

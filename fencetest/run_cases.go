@@ -37,11 +37,11 @@ func runLedger(t *testing.T, b Backend) {
 		t.Fatalf("A's run after B started: %+v", got)
 	}
 	code := 0
-	if err := s.FinishRun(ctx, bt, rb, fence.Outcome{Result: map[string]int{"fixed": 3}, ExitCode: &code}); err != nil {
+	if err := s.FinishRun(ctx, bt, rb, fence.Completion{Result: map[string]int{"fixed": 3}, ExitCode: &code}); err != nil {
 		t.Fatal(err)
 	}
 	// A resumes and tries to complete: refused, and nothing of it is stored.
-	err = s.FinishRun(ctx, a, ra, fence.Outcome{Result: map[string]int{"fixed": 99}})
+	err = s.FinishRun(ctx, a, ra, fence.Completion{Result: map[string]int{"fixed": 99}})
 	var le *fence.LostError
 	if !errors.As(err, &le) || le.Current != bt.Fence {
 		t.Fatalf("stale completion: %v", err)
@@ -67,7 +67,7 @@ func runLedger(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	time.Sleep(1200 * time.Millisecond)
-	if err := s.FinishRun(ctx, c, rc, fence.Outcome{Err: errors.New("x")}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, c, rc, fence.Completion{Err: errors.New("x")}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("expired completion: %v", err)
 	}
 	if gc, _ := s.GetRun(ctx, rc); gc.Status != fence.RunLost || gc.Error == "" {
@@ -76,14 +76,14 @@ func runLedger(t *testing.T, b Backend) {
 	// A failed job is recorded as failed with its error.
 	d := mustAcquire(t, s, "failing", long)
 	rd, _ := s.StartRun(ctx, d, nil)
-	if err := s.FinishRun(ctx, d, rd, fence.Outcome{Err: errors.New("disk full")}); err != nil {
+	if err := s.FinishRun(ctx, d, rd, fence.Completion{Err: errors.New("disk full")}); err != nil {
 		t.Fatal(err)
 	}
 	if gd, _ := s.GetRun(ctx, rd); gd.Status != fence.RunFailed || gd.Error != "disk full" {
 		t.Fatalf("failed run: %+v", gd)
 	}
 	// Finishing twice is refused: the run is no longer running.
-	if err := s.FinishRun(ctx, d, rd, fence.Outcome{}); err == nil {
+	if err := s.FinishRun(ctx, d, rd, fence.Completion{}); err == nil {
 		t.Fatal("second finish accepted")
 	}
 	if _, err := s.GetRun(ctx, 987654); !errors.Is(err, fence.ErrNotFound) {
@@ -148,7 +148,7 @@ func runList(t *testing.T, b Backend) {
 		id, _ := s.StartRun(ctx, a, nil)
 		ids = append(ids, id)
 		if i < 2 {
-			if err := s.FinishRun(ctx, a, id, fence.Outcome{}); err != nil {
+			if err := s.FinishRun(ctx, a, id, fence.Completion{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Release(ctx, a); err != nil {

@@ -174,7 +174,7 @@ func sweepRound(t *testing.T, s, sweeper *fence.Store, lease string) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ferr := s.FinishRun(context.WithoutCancel(ctx), tok, id, fence.Outcome{})
+		ferr := s.FinishRun(context.WithoutCancel(ctx), tok, id, fence.Completion{})
 		lost := r.n > 0 || run.Status != fence.RunRunning || ferr != nil
 		if lost {
 			t.Logf("%s: sweep marked %d, run %s, holder's completion: %v", lease, r.n, run.Status, ferr)

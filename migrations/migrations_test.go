@@ -186,7 +186,7 @@ func checkStore(t *testing.T, db *sql.DB, b backend, want int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishRun(ctx, l.Token, id, fence.Outcome{}); err != nil {
+	if err := s.FinishRun(ctx, l.Token, id, fence.Completion{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Release(ctx, l.Token); err != nil {

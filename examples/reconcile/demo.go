@@ -148,7 +148,7 @@ func demo(ctx context.Context, w io.Writer, dsn, prefix string, ttl time.Duratio
 		return fmt.Errorf("worker A's stale report was not refused as lost: %v", err)
 	}
 	tl.say("A's", "fenced report rejected")
-	err = sa.FinishRun(ctx, a, idA, fence.Outcome{Result: summary{Scanned: scanned, Fixed: len(fixes), Reported: true, Fence: a.Fence, RunID: idA}})
+	err = sa.FinishRun(ctx, a, idA, fence.Completion{Result: summary{Scanned: scanned, Fixed: len(fixes), Reported: true, Fence: a.Fence, RunID: idA}})
 	if !errors.Is(err, fence.ErrLost) {
 		return fmt.Errorf("worker A's stale completion was not refused as lost: %v", err)
 	}

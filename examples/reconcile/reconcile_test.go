@@ -100,7 +100,7 @@ func TestStaleWorkerCommitsNothing(t *testing.T) {
 			lost("fix "+f.String(), ra.apply(ctx, a, f))
 		}
 		lost("report", ra.writeReport(ctx, a, runA, staleFixes))
-		lost("completion", sa.FinishRun(ctx, a, runA, fence.Outcome{Result: summary{Fixed: 3, Reported: true}}))
+		lost("completion", sa.FinishRun(ctx, a, runA, fence.Completion{Result: summary{Fixed: 3, Reported: true}}))
 		_, err = sa.Renew(ctx, a, time.Second)
 		lost("renewal", err)
 		lost("release", sa.Release(ctx, a))

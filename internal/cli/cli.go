@@ -152,6 +152,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.runCmd(),
 		a.leasesCmd(),
 		a.runsCmd(),
+		a.revokeCmd(),
 		a.releaseCmd(),
 		a.raiseFencesCmd(),
 		a.demoCmd(),

@@ -69,7 +69,7 @@ func TestHelp(t *testing.T) {
 		}},
 		{"leases", []string{"held", "expired", "released", "revoked", "expires_in_ms", "db_now", "--json"}},
 		{"runs", []string{"--status S", "--limit N", "duration_ms", "exit_code", "abandoned"}},
-		{"release", []string{"--force", "--yes", "confirmation", "76"}},
+		{"revoke", []string{"--yes", "confirmation", "76", "release --force"}},
 		{"demo", []string{"temporary SQLite"}},
 		{"version", []string{"devel"}},
 	} {

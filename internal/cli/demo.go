@@ -138,7 +138,7 @@ func (a *app) demo(ctx context.Context, w io.Writer, path string) error {
 		return err
 	}
 	step("B", "writes its report: UPDATE demo_report ... AND {{fence}} -> %d row", n)
-	if err := s.FinishRun(ctx, tb, runB, fence.Outcome{Result: map[string]int{"reconciled": 3}}); err != nil {
+	if err := s.FinishRun(ctx, tb, runB, fence.Completion{Result: map[string]int{"reconciled": 3}}); err != nil {
 		return err
 	}
 	step("B", "completes run %d with fenced completion: succeeded", runB)
@@ -153,7 +153,7 @@ func (a *app) demo(ctx context.Context, w io.Writer, path string) error {
 		return fmt.Errorf("demo: A's stale write was not refused: %v", err)
 	}
 	step("A", "-> 0 rows: %s", refusal(err))
-	err = s.FinishRun(ctx, ta, runA, fence.Outcome{})
+	err = s.FinishRun(ctx, ta, runA, fence.Completion{})
 	if !errors.Is(err, fence.ErrLost) {
 		return fmt.Errorf("demo: A's stale completion was not refused: %v", err)
 	}

@@ -47,7 +47,7 @@ const leasesLong = `List every lease with its state by the database clock:
   held      valid until EXPIRES IN from now (database time)
   expired   its holder stopped renewing; the next acquire takes it over
   released  its holder gave it up
-  revoked   an operator ran 'fence release --force' or 'fence raise-fences';
+  revoked   an operator ran 'fence revoke' or 'fence raise-fences';
             the holder is stale
 
 HOLDER names the owner of the last acquisition as it called itself ('fence

@@ -18,25 +18,42 @@ writes and fenced completion are refused by the database; a holder that is a
 command (SIGTERM, then SIGKILL) and exits 76. The lease is free for the next
 acquisition, which gets a higher fence still.
 
---force is required: a holder releases its own lease when its run ends, so
-releasing someone else's is always a forced revoke. On a terminal, fence asks
-for confirmation unless --yes is given.
+A holder releases its own lease when its run ends; releasing someone else's
+is always a revoke, hence the name (it was 'fence release --force', which
+still works). On a terminal, fence asks for confirmation unless --yes is
+given.
 
 With --json it prints {"lease", "fence", "previous_fence", "previous_state",
 "previous_owner", "previous_holder"}: fence is the new fence; the revoked
 lease has no holder any more (its runs keep the name).`
 
+// revokeCmd is 'fence revoke NAME'.
+func (a *app) revokeCmd() *cobra.Command {
+	return a.revokeLike("revoke NAME [--yes]", false)
+}
+
+// releaseCmd is the old spelling, 'fence release NAME --force': hidden,
+// and --force still required, so that no script that omitted it starts
+// revoking.
 func (a *app) releaseCmd() *cobra.Command {
+	cmd := a.revokeLike("release NAME --force [--yes]", true)
+	cmd.Hidden = true
+	cmd.Deprecated = "use 'fence revoke NAME': releasing someone else's lease is a revoke"
+	return cmd
+}
+
+func (a *app) revokeLike(use string, needForce bool) *cobra.Command {
 	var force, yes bool
+	verb := strings.Fields(use)[0]
 	cmd := &cobra.Command{
-		Use:   "release NAME --force [--yes]",
+		Use:   use,
 		Short: "Revoke a lease so that its current holder becomes stale",
 		Long:  releaseLong,
-		Example: `  fence release nightly-report --force
-  fence release nightly-report --force --yes   # no prompt, for scripts`,
+		Example: `  fence revoke nightly-report
+  fence revoke nightly-report --yes   # no prompt, for scripts`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("see 'fence release --help'", "release takes exactly one lease name, got %d arguments", len(args))
+				return usagef("see 'fence "+verb+" --help'", "%s takes exactly one lease name, got %d arguments", verb, len(args))
 			}
 			return nil
 		},
@@ -45,8 +62,8 @@ func (a *app) releaseCmd() *cobra.Command {
 			if err := fence.ValidateName(name); err != nil {
 				return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "%v", err)
 			}
-			if !force {
-				return usagef("add --force to revoke it; a holder releases its own lease when its run ends",
+			if needForce && !force {
+				return usagef("use 'fence revoke "+name+"'; a holder releases its own lease when its run ends",
 					"release of lease %s needs --force: only its holder can release it normally", quoteName(name))
 			}
 			ctx, stop := interruptible(cmd.Context())
@@ -96,7 +113,9 @@ func (a *app) releaseCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "revoke the lease whoever holds it (required)")
+	if needForce {
+		cmd.Flags().BoolVar(&force, "force", false, "revoke the lease whoever holds it (required)")
+	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation on a terminal")
 	return cmd
 }

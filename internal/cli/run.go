@@ -482,7 +482,7 @@ func (a *app) lostReason(ctx context.Context, s *fence.Store, res fence.Result) 
 func lostHint(r fence.LostReason, slow string) string {
 	switch r {
 	case fence.LostRevoked:
-		return "an operator revoked it ('fence release --force')"
+		return "an operator revoked it ('fence revoke')"
 	case fence.LostSuperseded, fence.LostExpired:
 		return slow
 	case fence.LostMissing:

@@ -259,14 +259,14 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 		f1 := b.lease(t, "revoked").Fence
 		host, _ := os.Hostname()
 		rel := time.Now()
-		r := b.fence(t, "release", "revoked", "--force", "--yes")
+		r := b.fence(t, "revoke", "revoked", "--yes")
 		f2 := b.lease(t, "revoked").Fence
 		if r.code != 0 || f2 <= f1 || !strings.Contains(r.stdout, fmt.Sprintf("revoked lease revoked: fence is now %d; its holder %q (fence %d) can no longer", f2, host+":"+strconv.Itoa(a.cmd.Process.Pid), f1)) {
-			t.Fatalf("release --force (fence %d before): %v", f1, r)
+			t.Fatalf("revoke (fence %d before): %v", f1, r)
 		}
 		ra := a.wait(time.Minute)
 		if ra.code != ExitLost {
-			t.Fatalf("holder after release --force: want 76: %v", ra)
+			t.Fatalf("holder after revoke: want 76: %v", ra)
 		}
 		if took := time.Since(rel); took > 20*time.Second {
 			t.Errorf("the holder took %v to stop: --grace 60s should be capped by the lease's 3s TTL", took)

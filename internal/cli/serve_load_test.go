@@ -90,7 +90,7 @@ func TestServeLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.FinishRun(ctx, l.Token, id, fence.Outcome{}); err != nil {
+		if err := s.FinishRun(ctx, l.Token, id, fence.Completion{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Release(ctx, l.Token); err != nil {

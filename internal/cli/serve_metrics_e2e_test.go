@@ -62,7 +62,7 @@ func TestServeMetricsFromDatabase(t *testing.T) {
 		// "job": a first generation succeeds; a second starts, is revoked
 		// and taken over by a fourth, whose run abandons the second's.
 		a1 := acquire("job", time.Minute)
-		must(s.FinishRun(ctx, a1, start(a1), fence.Outcome{}))
+		must(s.FinishRun(ctx, a1, start(a1), fence.Completion{}))
 		must(s.Release(ctx, a1))
 		a2 := acquire("job", time.Minute)
 		stale := start(a2)
@@ -70,7 +70,7 @@ func TestServeMetricsFromDatabase(t *testing.T) {
 		must(err)
 		b4 := acquire("job", time.Minute)
 		start(b4)
-		if err := s.FinishRun(ctx, a2, stale, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+		if err := s.FinishRun(ctx, a2, stale, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 			t.Fatalf("stale completion of an abandoned run: %v, want ErrLost", err)
 		}
 
@@ -81,7 +81,7 @@ func TestServeMetricsFromDatabase(t *testing.T) {
 		r := start(o1)
 		_, err = s.Revoke(ctx, "other")
 		must(err)
-		if err := s.FinishRun(ctx, o1, r, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+		if err := s.FinishRun(ctx, o1, r, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 			t.Fatalf("stale completion: %v, want ErrLost", err)
 		}
 		o2 := acquire("other", time.Minute)

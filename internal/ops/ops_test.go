@@ -48,11 +48,11 @@ func populate(t *testing.T, s *fence.Store) fixture {
 	f.succeeded, err = s.StartRun(ctx, h.Token, nil)
 	must(err)
 	zero := 0
-	must(s.FinishRun(ctx, h.Token, f.succeeded, fence.Outcome{ExitCode: &zero}))
+	must(s.FinishRun(ctx, h.Token, f.succeeded, fence.Completion{ExitCode: &zero}))
 	f.failed, err = s.StartRun(ctx, h.Token, nil)
 	must(err)
 	three := 3
-	must(s.FinishRun(ctx, h.Token, f.failed, fence.Outcome{Err: errors.New("<b>disk</b> full"), ExitCode: &three}))
+	must(s.FinishRun(ctx, h.Token, f.failed, fence.Completion{Err: errors.New("<b>disk</b> full"), ExitCode: &three}))
 
 	a, err := s.Acquire(ctx, "nightly-report", time.Minute)
 	must(err)
@@ -60,7 +60,7 @@ func populate(t *testing.T, s *fence.Store) fixture {
 	must(err)
 	_, err = s.Revoke(ctx, "nightly-report")
 	must(err)
-	if err := s.FinishRun(ctx, a.Token, f.lost, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, a.Token, f.lost, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("stale completion: %v, want ErrLost", err)
 	}
 	b, err := s.Acquire(ctx, "nightly-report", time.Minute)

@@ -66,7 +66,7 @@ func TestPaging(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.FinishRun(ctx, l.Token, id, fence.Outcome{}); err != nil {
+			if err := s.FinishRun(ctx, l.Token, id, fence.Completion{}); err != nil {
 				t.Fatal(err)
 			}
 			runs = append([]int64{id}, runs...)

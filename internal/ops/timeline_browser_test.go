@@ -74,7 +74,7 @@ func stageTakeover(t *testing.T, s *fence.Store) takeover {
 		id, err := s.StartRun(ctx, l.Token, nil)
 		must(err)
 		waitDB(t, s, 120*time.Millisecond)
-		must(s.FinishRun(ctx, l.Token, id, fence.Outcome{}))
+		must(s.FinishRun(ctx, l.Token, id, fence.Completion{}))
 		must(s.Release(ctx, l.Token))
 		x.earlier = append(x.earlier, id)
 		waitDB(t, s, 60*time.Millisecond)
@@ -85,7 +85,7 @@ func stageTakeover(t *testing.T, s *fence.Store) takeover {
 	must(err)
 	waitDB(t, s, 200*time.Millisecond)
 	one := 1
-	must(s.FinishRun(ctx, other.Token, x.failed, fence.Outcome{Err: errors.New("upstream <b>timeout</b>"), ExitCode: &one}))
+	must(s.FinishRun(ctx, other.Token, x.failed, fence.Completion{Err: errors.New("upstream <b>timeout</b>"), ExitCode: &one}))
 
 	x.a, err = s.Acquire(ctx, name, time.Minute)
 	must(err)
@@ -99,10 +99,10 @@ func stageTakeover(t *testing.T, s *fence.Store) takeover {
 	x.runB, err = s.StartRun(ctx, x.b.Token, nil)
 	must(err)
 	waitDB(t, s, 250*time.Millisecond)
-	must(s.FinishRun(ctx, x.b.Token, x.runB, fence.Outcome{}))
+	must(s.FinishRun(ctx, x.b.Token, x.runB, fence.Completion{}))
 	must(s.Release(ctx, x.b.Token))
 	waitDB(t, s, 100*time.Millisecond)
-	if err := s.FinishRun(ctx, x.a.Token, x.runA, fence.Outcome{}); !errors.Is(err, fence.ErrLost) {
+	if err := s.FinishRun(ctx, x.a.Token, x.runA, fence.Completion{}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("the old owner's completion after the takeover: %v, want ErrLost", err)
 	}
 	waitDB(t, s, 60*time.Millisecond)
@@ -222,7 +222,7 @@ func TestBrowserTimeline(t *testing.T) {
 
 		// C finishes: the open page redraws C's bar without a reload.
 		eval[bool](t, bctx, `window.fenceTestMark = true`)
-		if err := s.FinishRun(context.Background(), x.c.Token, x.runC, fence.Outcome{}); err != nil {
+		if err := s.FinishRun(context.Background(), x.c.Token, x.runC, fence.Completion{}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, bctx, "run C's bar after it finished",
