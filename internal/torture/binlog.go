@@ -233,6 +233,11 @@ func (b *binlogOrder) readFile(ctx context.Context, file string, start, stop int
 	if err != nil {
 		return fmt.Errorf("torture: %s %s (%d–%d): %w: %s", b.bin, file, start, stop, err, strings.TrimSpace(stderr.String()))
 	}
+	return b.parse(file, out)
+}
+
+// parse reads mariadb-binlog's verbose output (readFile).
+func (b *binlogOrder) parse(file string, out []byte) error {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	in := false // inside an insert into the events table
