@@ -154,9 +154,8 @@ type harness struct {
 	ext           []*extResource
 	window        atomic.Int64 // the window clients are running in
 	fo            failoverState
-	// galera: the admin node is a Galera node; binlog, when set, orders
-	// the event log by its binary log (binlog.go).
-	galera bool
+	// binlog, when set, orders the event log by the admin node's binary
+	// log (a Galera node; binlog.go).
 	binlog *binlogOrder
 }
 
@@ -282,15 +281,19 @@ func (h *harness) setup(ctx context.Context) error {
 		return fmt.Errorf("torture: migrate: %w", err)
 	}
 	h.sc = newSchema(h.d, prefix)
-	useBinlog := false
+	galera, useBinlog := false, false
 	if h.d == fence.MySQL {
 		var err error
-		if h.galera, useBinlog, err = galeraBinlog(ctx, h.admin.DB()); err != nil {
+		if galera, useBinlog, err = galeraBinlog(ctx, h.admin.DB()); err != nil {
 			return fmt.Errorf("torture: asking the server whether it is a Galera node: %w", err)
 		}
 	}
 	if h.cfg.GaleraOldGuard && !useBinlog {
-		return errors.New("torture: the Galera old-guard control needs a Galera node with log_bin and log_slave_updates on as the admin DSN (clusters/galera/galera.sh): its stale commits are ordered by that node's binary log")
+		why := "it is not a Galera node"
+		if galera {
+			why = "its log_bin or log_slave_updates is off"
+		}
+		return fmt.Errorf("torture: the Galera old-guard control orders its stale commits by the admin node's binary log, and %s (clusters/galera/galera.sh starts nodes with both on)", why)
 	}
 	h.sc.binlog = useBinlog
 	if err := h.sc.setup(ctx, h.admin.DB(), h.leases); err != nil {
