@@ -79,6 +79,8 @@ provision() {
 	[[ -x $MARIADBD ]] || missing+=(mariadb-server)
 	command -v mariadb-install-db >/dev/null 2>&1 || missing+=(mariadb-server)
 	client >/dev/null 2>&1 || missing+=(mariadb-client)
+	# The torture harness reads node 1's binary log with it (binlog.go).
+	command -v mariadb-binlog >/dev/null 2>&1 || command -v mysqlbinlog >/dev/null 2>&1 || missing+=(mariadb-client)
 	command -v ss >/dev/null 2>&1 || command -v lsof >/dev/null 2>&1 || missing+=(iproute2)
 	((${#missing[@]} == 0)) && return 0
 	if [[ "${CI:-}" != "true" && "${FENCE_CI_PROVISION:-}" != "1" ]]; then
