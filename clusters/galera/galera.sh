@@ -79,6 +79,8 @@ provision() {
 	[[ -x $MARIADBD ]] || missing+=(mariadb-server)
 	command -v mariadb-install-db >/dev/null 2>&1 || missing+=(mariadb-server)
 	client >/dev/null 2>&1 || missing+=(mariadb-client)
+	# The torture harness reads node 1's binary log with it (binlog.go).
+	command -v mariadb-binlog >/dev/null 2>&1 || command -v mysqlbinlog >/dev/null 2>&1 || missing+=(mariadb-client)
 	command -v ss >/dev/null 2>&1 || command -v lsof >/dev/null 2>&1 || missing+=(iproute2)
 	((${#missing[@]} == 0)) && return 0
 	if [[ "${CI:-}" != "true" && "${FENCE_CI_PROVISION:-}" != "1" ]]; then
@@ -135,6 +137,19 @@ wsrep_sst_receive_address=127.0.0.1:$((GPORT + 20 + n - 1))
 wsrep_slave_threads=1
 # fence refuses a node that re-runs failed autocommit statements (mysql.CheckSession).
 wsrep_retry_autocommit=0
+# A binary log on every node, with the write sets applied from the other
+# nodes in it too (log_slave_updates): each node commits in the cluster's
+# total order (repl.commit_order's default, no out-of-order commits), so a
+# node's binlog lists every transaction of the cluster in commit order. The
+# torture harness orders its event log by it (internal/torture/binlog.go)
+# instead of a counter row, which would add a write-write conflict of its
+# own. wsrep GTID mode gives a write set the same GTID on every node.
+log_bin=${d}/data/binlog
+log_slave_updates=ON
+server_id=1
+wsrep_gtid_mode=ON
+wsrep_gtid_domain_id=1
+gtid_domain_id=$((10 + n))
 EOF
 }
 

@@ -17,7 +17,9 @@
 #
 #   torture.sh DURATION [extra fence-torture flags...]
 # Environment: FENCE_GALERA_DIR (as galera.sh), FENCE_TORTURE_BIN (default:
-# go build ./cmd/fence-torture), LAG_SECONDS (default 2). Prints the
+# go build ./cmd/fence-torture), LAG_SECONDS (default 2), NODE_KILL (default
+# 1; 0 leaves node 3 alone, e.g. for the --galera-old-guard control, which
+# needs only the apply lag and concurrent takeovers). Prints the
 # torture's summary, then the faults injected; exits with the torture's
 # status (0: violations 0).
 set -euo pipefail
@@ -25,6 +27,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 DURATION=${1:?usage: torture.sh DURATION [fence-torture flags...]}
 shift
 LAG=${LAG_SECONDS:-2}
+NODE_KILL=${NODE_KILL:-1}
 G=clusters/galera/galera.sh
 secs=${DURATION%s}
 [[ "$secs" =~ ^[0-9]+$ ]] || { echo "torture.sh: DURATION must be whole seconds (e.g. 60s), got $DURATION" >&2; exit 2; }
@@ -47,6 +50,7 @@ tpid=$!
 lags=0 kills=0 rejoins=0
 start=$SECONDS
 killed=0
+((NODE_KILL)) || killed=2
 while kill -0 "$tpid" 2>/dev/null; do
 	t=$((SECONDS - start))
 	if ((killed == 0 && t >= secs / 3)); then

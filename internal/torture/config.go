@@ -111,6 +111,15 @@ type Config struct {
 	Out string
 	// Unsafe runs the naive design: IsHeld, then a write without the fence.
 	Unsafe bool
+	// GaleraOldGuard is the Galera control (MariaDB Galera only): the
+	// clients' fenced writes use the guard fence had before it knew Galera,
+	// the single statement UPDATE … AND EXISTS (… LOCK IN SHARE MODE) that
+	// Store.Fenced still builds (and a transaction that starts with it),
+	// whose share lock guards nothing across nodes. The stale writes it
+	// lets commit must be found: the event log is then ordered by the admin
+	// node's binary log (binlog.go), which needs log_bin and
+	// log_slave_updates on that node (clusters/galera/galera.sh sets both).
+	GaleraOldGuard bool
 	// Pgx makes every client's store pgx-native (PostgreSQL only): its own
 	// pgxpool.Pool from the client DSN (postgres.NewPoolConfig) and
 	// postgres.NewPool, so no database/sql is involved; the clients' plain

@@ -127,6 +127,11 @@ type Result struct {
 	// ShapesSkipped: write shapes this server refused, and why.
 	ShapesSkipped map[string]string
 	OldFenceRule  bool
+	// GaleraOldGuard: the Galera control ran (Config.GaleraOldGuard).
+	GaleraOldGuard bool
+	// CommitOrder says what numbered the event log: the clock row, or a
+	// Galera node's binary log (with the transactions and events read).
+	CommitOrder string
 	// The external resources (extResource), over all leases: distinct
 	// fences seen, writes accepted, and writes refused for carrying a fence
 	// below the highest one written.
@@ -176,6 +181,11 @@ func (h *harness) result() *Result {
 		Errors:  append([]string(nil), s.lastErrs...),
 		AWCalls: s.awCalls, AWAttempts: s.awAttempts, AWAmbiguous: s.awAmb, AWAmbiguousThenOK: s.awAmbThenOK}
 	r.Failover, r.FailoverLossy = h.failoverResult(), h.cfg.FailoverLossy
+	r.GaleraOldGuard = h.cfg.GaleraOldGuard
+	r.CommitOrder = "per-lease clock row"
+	if b := h.binlog; b != nil {
+		r.CommitOrder = fmt.Sprintf("the admin node's binary log (Galera; %d transactions, %d events read)", b.txs, b.events)
+	}
 	if h.cfg.Faults[FaultSkew] {
 		r.FaultCount["skew-clients"] = int64(h.cfg.Clients / 2)
 	}
@@ -278,6 +288,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if r.OldFenceRule {
 		mode += "; CONTROL: old fence rule (test triggers make each new fence the previous one + 1)"
 	}
+	if r.GaleraOldGuard {
+		mode = "CONTROL: Galera with the old guard (Store.Fenced's single statement UPDATE … AND EXISTS (… LOCK IN SHARE MODE), no lease-row write)"
+	}
 	if r.Unsafe {
 		mode = "UNSAFE control: IsHeld in Go, then an unfenced write"
 		if r.Pgx {
@@ -314,6 +327,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  windows:     %d, porcupine checks %d (slowest %v), unknown %d\n", r.Windows, r.Checked, r.MaxCheck.Round(time.Millisecond), len(r.Unknown))
 	fmt.Fprintf(w, "  stale commits in the database log: %d\n", r.StaleCommits)
+	if r.CommitOrder != "" {
+		fmt.Fprintf(w, "  commit order: %s\n", r.CommitOrder)
+	}
 	if r.FaultCount["snapshot"] > 0 || r.FaultCount[FaultRollback] > 0 {
 		fmt.Fprintf(w, "  rollback:    %d restores (%d with expiry shifted) of %d snapshots of the lease table; restored generations valid: %d, of which held by a client again: %d\n",
 			r.FaultCount[FaultRollback], r.FaultCount["rollback-shifted"], r.FaultCount["snapshot"], r.FaultCount["rollback-valid"], r.FaultCount["rollback-revived"])

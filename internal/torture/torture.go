@@ -156,6 +156,9 @@ type harness struct {
 	ext           []*extResource
 	window        atomic.Int64 // the window clients are running in
 	fo            failoverState
+	// binlog, when set, orders the event log by the admin node's binary
+	// log (a Galera node; binlog.go).
+	binlog *binlogOrder
 }
 
 // restartSchedule spaces the restart fault over the time clients run
@@ -280,8 +283,28 @@ func (h *harness) setup(ctx context.Context) error {
 		return fmt.Errorf("torture: migrate: %w", err)
 	}
 	h.sc = newSchema(h.d, prefix)
+	galera, useBinlog := false, false
+	if h.d == fence.MySQL {
+		var err error
+		if galera, useBinlog, err = galeraBinlog(ctx, h.admin.DB()); err != nil {
+			return fmt.Errorf("torture: asking the server whether it is a Galera node: %w", err)
+		}
+	}
+	if h.cfg.GaleraOldGuard && !useBinlog {
+		why := "it is not a Galera node"
+		if galera {
+			why = "its log_bin or log_slave_updates is off"
+		}
+		return fmt.Errorf("torture: the Galera old-guard control orders its stale commits by the admin node's binary log, and %s (clusters/galera/galera.sh starts nodes with both on)", why)
+	}
+	h.sc.binlog = useBinlog
 	if err := h.sc.setup(ctx, h.admin.DB(), h.leases); err != nil {
 		return err
+	}
+	if useBinlog {
+		if h.binlog, err = newBinlogOrder(ctx, h.admin.DB(), h.adminDSN, h.sc.events); err != nil {
+			return err
+		}
 	}
 	if h.cfg.OldFenceRule {
 		for _, q := range h.sc.oldRuleDDL() {
@@ -834,6 +857,9 @@ func (c *client) write(ctx context.Context, st *fence.Store, kind opKind, tok fe
 		}
 		return nil
 	}
+	if c.h.cfg.GaleraOldGuard {
+		return c.oldGuardWrite(ctx, st, kind, tok, name, id, k, pause, api)
+	}
 	if kind == opWrite {
 		*shape = c.pickShape()
 	}
@@ -917,6 +943,58 @@ func (c *client) pgxWrite(ctx context.Context, st *fence.Store, p *pgxpool.Pool,
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// The COMMIT may have been applied before the answer was lost.
+		return &fence.AmbiguousError{Op: "commit", Lease: name, Err: err}
+	}
+	return nil
+}
+
+// oldGuardWrite is the Galera control's write (Config.GaleraOldGuard): the
+// protected row's UPDATE with the single-statement share-lock guard that
+// Store.Fenced builds (UPDATE … AND EXISTS (… LOCK IN SHARE MODE)), alone
+// or as the first statement of a transaction with the side row, without
+// the lease-row write fence's Galera guard adds. No matched row is the
+// guard's refusal; every other error is reported as ambiguous, which the
+// checkers read as "either".
+func (c *client) oldGuardWrite(ctx context.Context, st *fence.Store, kind opKind, tok fence.Token, name string, id int64, k string, pause time.Duration, api *string) error {
+	sc := c.h.sc
+	*api = "old-guard"
+	q, args, err := st.Fenced(tok, sc.writeSQL(true), tok.Fence, id, k, name)
+	if err != nil {
+		return err
+	}
+	refused := &fence.LostError{Lease: tok.Lease, Fence: tok.Fence, Op: "write"}
+	if kind == opWrite {
+		res, err := st.DB().ExecContext(ctx, q, args...)
+		if err != nil {
+			return &fence.AmbiguousError{Op: "write", Lease: name, Err: err}
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return refused
+		}
+		return nil
+	}
+	*api = "old-guard-tx"
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		tx.Rollback()
+		return &fence.AmbiguousError{Op: "write", Lease: name, Err: err}
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		tx.Rollback()
+		return refused
+	}
+	if pause > 0 {
+		time.Sleep(pause) // between the guard and the commit
+	}
+	if _, err := tx.ExecContext(ctx, sc.sideSQL(), name); err != nil {
+		tx.Rollback()
+		return &fence.AmbiguousError{Op: "write", Lease: name, Err: err}
+	}
+	if err := tx.Commit(); err != nil {
 		return &fence.AmbiguousError{Op: "commit", Lease: name, Err: err}
 	}
 	return nil
@@ -1126,6 +1204,11 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 	}); err != nil {
 		return nil, fmt.Errorf("torture: barrier %d: reading the database clock: %w", w, err)
 	}
+	if h.binlog != nil {
+		if err := retry(ctx, func(ctx context.Context) error { return h.binlog.read(ctx, h.admin.DB()) }); err != nil {
+			return nil, fmt.Errorf("torture: barrier %d: reading the commit order from the binary log: %w", w, err)
+		}
+	}
 	span := [2]int64{h.barrierMs, nowMs}
 	lossy := h.takeFailover() && h.cfg.FailoverLossy
 	h.barrierMs = nowMs
@@ -1166,7 +1249,12 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 			if err := h.admin.DB().QueryRowContext(ctx, h.sc.readSQL(), name).Scan(&b.Out.WFence, &b.Out.Cnt); err != nil {
 				return err
 			}
-			if events, err = h.sc.eventsSince(ctx, h.admin.DB(), name, h.direct[li].seq); err != nil {
+			if h.binlog != nil {
+				events, err = h.binlog.eventsOf(ctx, h.sc, h.admin.DB(), name, h.direct[li].seq)
+			} else {
+				events, err = h.sc.eventsSince(ctx, h.admin.DB(), name, h.direct[li].seq)
+			}
+			if err != nil {
 				return err
 			}
 			txc, err = h.sc.txCount(ctx, h.admin.DB(), name)
@@ -1174,6 +1262,9 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 		})
 		if err != nil {
 			return nil, fmt.Errorf("torture: barrier %d: reading lease %s: %w", w, name, err)
+		}
+		if h.binlog != nil {
+			h.binlog.take(name)
 		}
 		b.Return = h.now()
 		if b.Out.Found {
