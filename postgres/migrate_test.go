@@ -12,7 +12,7 @@ import (
 
 func TestNewValidatesPrefix(t *testing.T) {
 	db := &sql.DB{} // never used: New must refuse before touching it
-	for _, p := range []string{"", "1abc", "a-b", "a b", "x;drop table y", strings.Repeat("a", 42), "ä"} {
+	for _, p := range []string{"1abc", "a-b", "a b", "x;drop table y", strings.Repeat("a", 42), "ä"} {
 		if _, err := New(db, p); err == nil || !strings.Contains(err.Error(), "prefix") {
 			t.Errorf("New(%q) = %v, want a prefix error", p, err)
 		}
@@ -21,6 +21,10 @@ func TestNewValidatesPrefix(t *testing.T) {
 		if _, err := New(db, p); err != nil {
 			t.Errorf("New(%q): %v", p, err)
 		}
+	}
+	// "" is the default prefix, so that New(db, "") is the common call.
+	if d, err := New(db, ""); err != nil || d.Prefix() != "fence_" {
+		t.Errorf("New(\"\") = prefix %q, %v; want fence_", d.Prefix(), err)
 	}
 	if _, err := New(nil, "fence_"); err == nil {
 		t.Error("New(nil) succeeded")

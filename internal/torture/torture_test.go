@@ -104,15 +104,30 @@ func TestTorturePostgres(t *testing.T) {
 // (postgres.NewPool) and checks that every pgx write API was exercised.
 func TestTorturePostgresPgx(t *testing.T) {
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
-	r := runTortureWith(t, testdb.PostgresDSN(), false, true, duration(t))
-	expectClean(t, r)
-	// Under faults a short run may see no success through one API; an
-	// answered write (ok or refused by the fence) still went through it to
-	// the database and back.
-	for _, api := range []string{"Exec", "fencepgx.Exec", "fencepgx.InTx", "fencepgx.CheckTx+Exec"} {
-		if r.ByAPI[api+" ok"]+r.ByAPI[api+" refused"] == 0 {
-			t.Errorf("no write through %s was answered (writes by API: %v)", api, r.ByAPI)
+	// Under faults on a loaded machine a short run may see no answer
+	// through one API (a 6 s run at load 20 made 145 ops, most of them
+	// reset by the proxy fault): run again, each run checked clean, until
+	// every API was answered, at most 4 runs. An answered write (ok or
+	// refused by the fence) went through the API to the database and back.
+	apis := []string{"Exec", "fencepgx.Exec", "fencepgx.InTx", "fencepgx.CheckTx+Exec"}
+	answered := map[string]int64{}
+	for run := 1; ; run++ {
+		r := runTortureWith(t, testdb.PostgresDSN(), false, true, duration(t))
+		expectClean(t, r)
+		var missing []string
+		for _, api := range apis {
+			answered[api] += r.ByAPI[api+" ok"] + r.ByAPI[api+" refused"]
+			if answered[api] == 0 {
+				missing = append(missing, api)
+			}
 		}
+		if len(missing) == 0 {
+			return
+		}
+		if run == 4 {
+			t.Fatalf("after %d runs no write through %v was answered (last run's writes by API: %v)", run, missing, r.ByAPI)
+		}
+		t.Logf("run %d: no answer yet through %v; running again", run, missing)
 	}
 }
 
