@@ -37,7 +37,6 @@ package mysql
 import (
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -110,9 +109,6 @@ var _ driver.Driver = (*Driver)(nil)
 // from Open or from the caller; the driver does not rely on clientFoundRows,
 // interpolateParams or the session time zone.
 func New(db *sql.DB, prefix string) (*Driver, error) {
-	if db == nil {
-		return nil, errors.New("mysql: nil *sql.DB")
-	}
 	if prefix == "" {
 		prefix = driver.DefaultPrefix
 	}

@@ -161,9 +161,6 @@ var _ driver.Driver = (*Driver)(nil)
 
 // New returns the driver for db with tables named with prefix.
 func New(db *sql.DB, prefix string) (*Driver, error) {
-	if db == nil {
-		return nil, errors.New("sqlite: nil *sql.DB")
-	}
 	if prefix == "" {
 		prefix = driver.DefaultPrefix
 	}
