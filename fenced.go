@@ -41,17 +41,10 @@ type Execer interface {
 // node that got in first makes it fail with nothing committed: ErrLost, or a
 // retryable error (IsRetryable) while the lease is still held.
 func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (int64, error) {
-	if s.dialect == SQLite {
-		// One write transaction: a SQLite autocommit statement that reads and
-		// then writes can fail with SQLITE_BUSY_SNAPSHOT under contention.
-		var n int64
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			n, err = s.ExecIn(ctx, tx, t, query, args...)
-			return err
-		})
-		return n, err
-	}
+	// On SQLite in autocommit too: one statement asks for the write lock
+	// before it reads (SQLITE_BUSY_SNAPSHOT is only for a transaction that
+	// already read), so its guard reads the lease row under the lock that
+	// orders it with a takeover (race cases: RaceTakeoverVersusFencedWrite).
 	if s.pool != nil {
 		return s.ExecPgx(ctx, s.pool, t, query, args...)
 	}

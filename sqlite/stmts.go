@@ -18,6 +18,33 @@ import (
 type stmtCache struct {
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
+	// file is the main database's file as SQLite names it ("" in memory),
+	// the key of the in-process handoff (handoff.go), read once (CheckSession
+	// reads it anyway); fileKnown says it has been.
+	file      string
+	fileKnown bool
+}
+
+func (c *stmtCache) setFile(file string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.file, c.fileKnown = file, true
+}
+
+// dbFile returns the main database's file, reading it on first use.
+func (d *Driver) dbFile(ctx context.Context) (string, error) {
+	c := d.stmts
+	c.mu.Lock()
+	file, ok := c.file, c.fileKnown
+	c.mu.Unlock()
+	if ok {
+		return file, nil
+	}
+	if err := d.db.QueryRowContext(ctx, d.q["db_file"]).Scan(&file); err != nil {
+		return "", err
+	}
+	c.setFile(file)
+	return file, nil
 }
 
 // stmt returns the prepared statement of query file key.
