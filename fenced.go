@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // Execer is what a fenced write runs on: *sql.DB, *sql.Tx or *sql.Conn.
@@ -47,6 +49,9 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 	// orders it with a takeover (race cases: RaceTakeoverVersusFencedWrite).
 	if s.pool != nil {
 		return s.ExecPgx(ctx, s.pool, t, query, args...)
+	}
+	if p, ok := s.drv.(driver.PreparedExecer); ok {
+		return s.ExecIn(ctx, p.PreparedExecer(), t, query, args...)
 	}
 	return s.ExecIn(ctx, s.db, t, query, args...)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // stmtCache holds the driver's prepared statements. modernc prepares every
@@ -23,6 +25,8 @@ type stmtCache struct {
 	// reads it anyway); fileKnown says it has been.
 	file      string
 	fileKnown bool
+	// fenced counts the entries of m that are Store.Exec statements.
+	fenced int
 }
 
 func (c *stmtCache) setFile(file string) {
@@ -49,14 +53,22 @@ func (d *Driver) dbFile(ctx context.Context) (string, error) {
 
 // stmt returns the prepared statement of query file key.
 func (d *Driver) stmt(ctx context.Context, key string) (*sql.Stmt, error) {
+	return d.prepared(ctx, key, d.q[key], false)
+}
+
+// prepared returns the statement cached under key, preparing text on first
+// use. A fenced statement (Store.Exec's) is cached only while fewer than
+// maxFenced are: nil then, and the caller runs it unprepared.
+func (d *Driver) prepared(ctx context.Context, key, text string, fenced bool) (*sql.Stmt, error) {
 	c := d.stmts
 	c.mu.Lock()
 	st := c.m[key]
+	full := fenced && c.fenced >= maxFenced
 	c.mu.Unlock()
-	if st != nil {
+	if st != nil || full {
 		return st, nil
 	}
-	st, err := d.db.PrepareContext(ctx, d.q[key])
+	st, err := d.db.PrepareContext(ctx, text)
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +78,43 @@ func (d *Driver) stmt(ctx context.Context, key string) (*sql.Stmt, error) {
 		st.Close()
 		return old, nil
 	}
+	if fenced {
+		if c.fenced >= maxFenced {
+			st.Close()
+			return nil, nil
+		}
+		c.fenced++
+	}
 	c.m[key] = st
 	return st, nil
+}
+
+// maxFenced bounds the Store.Exec statements kept prepared per Driver. A
+// program has a fixed set of statement texts (the token's values are
+// arguments), so the bound only matters to one that builds its texts with
+// values in them; past it, statements run unprepared as before. Entries are
+// never evicted: a statement in use by one goroutine must not be closed by
+// another.
+const maxFenced = 128
+
+// PreparedExecer returns the Execer Store.Exec runs its statements on: the
+// driver's handle, each statement text prepared once and kept (modernc
+// parses every unprepared statement anew, measured at about a quarter of a
+// fenced write's CPU; docs/benchmarks/2026-12-04b/sqlite.md). Each runs in
+// autocommit.
+func (d *Driver) PreparedExecer() driver.Execer { return preparedExec{d} }
+
+type preparedExec struct{ d *Driver }
+
+func (p preparedExec) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := p.d.prepared(ctx, "fenced\x00"+query, query, true)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return p.d.db.ExecContext(ctx, query, args...)
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 func (c *stmtCache) close() {
@@ -77,4 +124,5 @@ func (c *stmtCache) close() {
 		st.Close()
 		delete(c.m, k)
 	}
+	c.fenced = 0
 }
