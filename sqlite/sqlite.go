@@ -308,13 +308,15 @@ const takeTries = 3
 // probe reads the row for an acquisition (lease_probe.sql). NowMs is the Go
 // clock read after the read: SQLite's clock is the host's, so a row whose
 // expiry is past NowMs was valid by the database clock when it was read.
+// Only what a refusal reports is read: State is "held" (a valid row always
+// is), AcquiredAtMs and UpdatedAtMs are left 0.
 func (d *Driver) probe(ctx context.Context, name string) (driver.Lease, bool, error) {
 	st, err := d.stmt(ctx, "lease_probe")
 	if err != nil {
 		return driver.Lease{}, false, err
 	}
-	l := driver.Lease{Name: name}
-	err = st.QueryRowContext(ctx, name).Scan(&l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs)
+	l := driver.Lease{Name: name, State: driver.StateHeld}
+	err = st.QueryRowContext(ctx, name).Scan(&l.Owner, &l.Holder, &l.Fence, &l.LeasedUntilMs)
 	l.NowMs = time.Now().UnixMilli()
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Lease{}, false, nil
