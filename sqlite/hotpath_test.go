@@ -88,3 +88,54 @@ func TestRenewAndTakeoverReportWhatTheRowHolds(t *testing.T) {
 			b.Token.Fence, a.Token.Fence, b.ExpiresAt, info.Fence, info.ExpiresAt)
 	}
 }
+
+// An acquisition first tries the fence its own Driver left at its last
+// release; when another handle (another process) acquired and released in
+// between, that try matches nothing and the acquisition still succeeds
+// above the newer fence.
+func TestAcquireAfterOwnReleaseWhenRowMovedOn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "moved.db")
+	s1, err := fence.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	if _, err := s1.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := fence.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	last := int64(0)
+	for round := range 4 {
+		a, err := s1.Acquire(ctx, "m", time.Hour)
+		if err != nil || a.Token.Fence <= last {
+			t.Fatalf("round %d: s1 acquire: fence %d after %d, %v", round, a.Token.Fence, last, err)
+		}
+		if err := s1.Release(ctx, a.Token); err != nil {
+			t.Fatal(err)
+		}
+		last = a.Token.Fence
+		if round%2 == 0 {
+			// The row moves on behind s1's back.
+			b, err := s2.Acquire(ctx, "m", time.Hour)
+			if err != nil || b.Token.Fence <= last {
+				t.Fatalf("round %d: s2 acquire: fence %d after %d, %v", round, b.Token.Fence, last, err)
+			}
+			last = b.Token.Fence
+			if round == 2 {
+				// Still held by s2: s1 must be refused, not take it over.
+				if _, err := s1.Acquire(ctx, "m", time.Hour); !errors.Is(err, fence.ErrHeld) {
+					t.Fatalf("round %d: s1 acquired a lease s2 holds: %v", round, err)
+				}
+			}
+			if err := s2.Release(ctx, b.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -254,7 +254,20 @@ func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
 // (lease_take.sql, one UPDATE that returns nothing); a name never seen is
 // inserted by the upsert. A compare-and-set that lost to another writer
 // reads again: the row changed, so the next read sees who has it now.
+//
+// A lease this Driver itself released or revoked last is tried with the
+// compare-and-set at once, on the fence it left there, without the read:
+// the common case of a process taking a lease it let go (a scheduled job,
+// a waiter of this process woken by the release), one statement. Only one
+// attempt uses each such release, so contenders in the process do not all
+// ask for the write lock; when the row changed meanwhile it matches
+// nothing, and the read decides as above.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	if f, ok := d.stmts.takeFreed(p.Name); ok {
+		if r, done, err := d.take(ctx, p, f); err != nil || done {
+			return r, err
+		}
+	}
 	for range takeTries {
 		l, ok, err := d.probe(ctx, p.Name)
 		if err != nil {
@@ -266,18 +279,8 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		if l.LeasedUntilMs > l.NowMs {
 			return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, nil
 		}
-		st, err := d.stmt(ctx, "lease_take")
-		if err != nil {
-			return driver.AcquireResult{}, err
-		}
-		at := time.Now()
-		ms, fence := at.UnixMilli(), max(l.Fence+1, at.UnixMicro())
-		res, err := st.ExecContext(ctx, p.Name, p.Owner, l.Fence, p.Holder, fence, ms, p.TTLMs)
-		if err != nil {
-			return driver.AcquireResult{}, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return driver.AcquireResult{Acquired: err == nil, Fence: fence, LeasedUntilMs: ms + p.TTLMs, NowMs: ms}, err
+		if r, done, err := d.take(ctx, p, l.Fence); err != nil || done {
+			return r, err
 		}
 	}
 	st, err := d.stmt(ctx, "lease_acquire")
@@ -298,6 +301,27 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		r.NowMs, r.Holder = l.NowMs, &l
 	}
 	return r, err
+}
+
+// take runs lease_take.sql: the row lapsed with fence was, becomes p's. done
+// is false when it matched nothing (the row has another fence now, or has
+// not lapsed by the database clock).
+func (d *Driver) take(ctx context.Context, p driver.AcquireParams, was int64) (r driver.AcquireResult, done bool, err error) {
+	st, err := d.stmt(ctx, "lease_take")
+	if err != nil {
+		return r, false, err
+	}
+	at := time.Now()
+	ms, fence := at.UnixMilli(), max(was+1, at.UnixMicro())
+	res, err := st.ExecContext(ctx, p.Name, p.Owner, was, p.Holder, fence, ms, p.TTLMs)
+	if err != nil {
+		return r, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return r, false, err
+	}
+	return driver.AcquireResult{Acquired: true, Fence: fence, LeasedUntilMs: ms + p.TTLMs, NowMs: ms}, true, nil
 }
 
 // takeTries bounds LeaseAcquire's read and compare-and-set rounds before it
@@ -392,6 +416,7 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
 	ok, err := d.execOne(ctx, "lease_release", t.Name, t.Owner, t.Fence)
 	if ok {
+		d.stmts.freed(t.Name, t.Fence)
 		d.released(ctx, t.Name)
 	}
 	return ok, err
@@ -465,6 +490,7 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 		return 0, false, nil
 	}
 	if err == nil {
+		d.stmts.freed(name, f)
 		d.released(ctx, name)
 	}
 	return f, err == nil, err
@@ -736,6 +762,7 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []dr
 		return 0, nil, err
 	}
 	for _, r := range raised {
+		d.stmts.freed(r.Name, floor)
 		d.released(ctx, r.Name)
 	}
 	return floor, raised, nil

@@ -27,6 +27,35 @@ type stmtCache struct {
 	fileKnown bool
 	// fenced counts the entries of m that are Store.Exec statements.
 	fenced int
+	// free maps a lease this Driver released or revoked to the fence it
+	// left on the row, the compare-and-set LeaseAcquire tries first.
+	free map[string]int64
+}
+
+// maxFree bounds free: past it the hints start over (a hint is only ever a
+// first guess).
+const maxFree = 1024
+
+// freed records that this Driver freed lease name, leaving fence f.
+func (c *stmtCache) freed(name string, f int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.free == nil || len(c.free) >= maxFree {
+		c.free = map[string]int64{}
+	}
+	c.free[name] = f
+}
+
+// takeFreed returns and forgets the fence this Driver left on name when it
+// freed it, if it did last: one acquisition tries it.
+func (c *stmtCache) takeFreed(name string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.free[name]
+	if ok {
+		delete(c.free, name)
+	}
+	return f, ok
 }
 
 func (c *stmtCache) setFile(file string) {
