@@ -43,17 +43,10 @@ type Execer interface {
 // node that got in first makes it fail with nothing committed: ErrLost, or a
 // retryable error (IsRetryable) while the lease is still held.
 func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (int64, error) {
-	if s.dialect == SQLite {
-		// One write transaction: a SQLite autocommit statement that reads and
-		// then writes can fail with SQLITE_BUSY_SNAPSHOT under contention.
-		var n int64
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			n, err = s.ExecIn(ctx, tx, t, query, args...)
-			return err
-		})
-		return n, err
-	}
+	// On SQLite in autocommit too: one statement asks for the write lock
+	// before it reads (SQLITE_BUSY_SNAPSHOT is only for a transaction that
+	// already read), so its guard reads the lease row under the lock that
+	// orders it with a takeover (race cases: RaceTakeoverVersusFencedWrite).
 	if s.db == nil {
 		// A driver over a pgx pool (postgres.NewPool) runs it on the pool.
 		if x, ok := s.drv.(interface {
@@ -61,6 +54,9 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 		}); ok {
 			return s.ExecWith(ctx, t, x.Exec, query, args...)
 		}
+	}
+	if p, ok := s.drv.(driver.PreparedExecer); ok {
+		return s.ExecIn(ctx, p.PreparedExecer(), t, query, args...)
 	}
 	return s.ExecIn(ctx, s.db, t, query, args...)
 }

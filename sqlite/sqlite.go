@@ -254,17 +254,40 @@ func (d *Driver) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// LeaseAcquire first reads the row: a lease held by another owner is
-// refused by that read alone, without the write lock or a commit. Otherwise
-// the upsert decides, in one autocommit statement, and when it lost a race
-// to another acquirer the holder is read after it.
+// LeaseAcquire first reads the row by primary key: a lease held by another
+// owner is refused by that read alone, without the write lock or a commit.
+// A lapsed row is taken over by a compare-and-set on the fence it read
+// (lease_take.sql, one UPDATE that returns nothing); a name never seen is
+// inserted by the upsert. A compare-and-set that lost to another writer
+// reads again: the row changed, so the next read sees who has it now.
+//
+// A lease this Driver itself released or revoked last is tried with the
+// compare-and-set at once, on the fence it left there, without the read:
+// the common case of a process taking a lease it let go (a scheduled job,
+// a waiter of this process woken by the release), one statement. Only one
+// attempt uses each such release, so contenders in the process do not all
+// ask for the write lock; when the row changed meanwhile it matches
+// nothing, and the read decides as above.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
-	l, ok, err := d.LeaseGet(ctx, p.Name)
-	if err != nil {
-		return driver.AcquireResult{}, err
+	if f, ok := d.stmts.takeFreed(p.Name); ok {
+		if r, done, err := d.take(ctx, p, f); err != nil || done {
+			return r, err
+		}
 	}
-	if ok && l.LeasedUntilMs > l.NowMs {
-		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, nil
+	for range takeTries {
+		l, ok, err := d.probe(ctx, p.Name)
+		if err != nil {
+			return driver.AcquireResult{}, err
+		}
+		if !ok {
+			break // never seen: the upsert decides
+		}
+		if l.LeasedUntilMs > l.NowMs {
+			return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, nil
+		}
+		if r, done, err := d.take(ctx, p, l.Fence); err != nil || done {
+			return r, err
+		}
 	}
 	st, err := d.stmt(ctx, "lease_acquire")
 	if err != nil {
@@ -279,25 +302,74 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	if !errors.Is(err, sql.ErrNoRows) {
 		return r, err
 	}
-	if l, ok, err = d.LeaseGet(ctx, p.Name); err == nil && ok {
+	l, ok, err := d.LeaseGet(ctx, p.Name)
+	if err == nil && ok {
 		r.NowMs, r.Holder = l.NowMs, &l
 	}
 	return r, err
 }
 
-// LeaseRenew extends a valid lease.
+// take runs lease_take.sql: the row lapsed with fence was, becomes p's. done
+// is false when it matched nothing (the row has another fence now, or has
+// not lapsed by the database clock).
+func (d *Driver) take(ctx context.Context, p driver.AcquireParams, was int64) (r driver.AcquireResult, done bool, err error) {
+	st, err := d.stmt(ctx, "lease_take")
+	if err != nil {
+		return r, false, err
+	}
+	at := time.Now()
+	ms, fence := at.UnixMilli(), max(was+1, at.UnixMicro())
+	res, err := st.ExecContext(ctx, p.Name, p.Owner, was, p.Holder, fence, ms, p.TTLMs)
+	if err != nil {
+		return r, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return r, false, err
+	}
+	return driver.AcquireResult{Acquired: true, Fence: fence, LeasedUntilMs: ms + p.TTLMs, NowMs: ms}, true, nil
+}
+
+// takeTries bounds LeaseAcquire's read and compare-and-set rounds before it
+// leaves the decision to the upsert: each lost round means another writer
+// changed the row in between, which a second read nearly always shows held.
+const takeTries = 3
+
+// probe reads the row for an acquisition (lease_probe.sql). NowMs is the Go
+// clock read after the read: SQLite's clock is the host's, so a row whose
+// expiry is past NowMs was valid by the database clock when it was read.
+// Only what a refusal reports is read: State is "held" (a valid row always
+// is), AcquiredAtMs and UpdatedAtMs are left 0.
+func (d *Driver) probe(ctx context.Context, name string) (driver.Lease, bool, error) {
+	st, err := d.stmt(ctx, "lease_probe")
+	if err != nil {
+		return driver.Lease{}, false, err
+	}
+	l := driver.Lease{Name: name, State: driver.StateHeld}
+	err = st.QueryRowContext(ctx, name).Scan(&l.Owner, &l.Holder, &l.Fence, &l.LeasedUntilMs)
+	l.NowMs = time.Now().UnixMilli()
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Lease{}, false, nil
+	}
+	return l, err == nil, err
+}
+
+// LeaseRenew extends a valid lease: one UPDATE without RETURNING, the new
+// term counted from the Go clock read just before it (lease_renew.sql).
 func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
 	st, err := d.stmt(ctx, "lease_renew")
 	if err != nil {
 		return driver.RenewResult{}, err
 	}
-	var r driver.RenewResult
-	err = writeOne(ctx, st, []any{t.Name, t.Owner, t.Fence, ttlMs}, &r.LeasedUntilMs, &r.NowMs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, nil
+	ms := time.Now().UnixMilli()
+	res, err := st.ExecContext(ctx, t.Name, t.Owner, t.Fence, ttlMs, ms)
+	if err != nil {
+		return driver.RenewResult{}, err
 	}
-	r.Renewed = err == nil
-	return r, err
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return driver.RenewResult{}, err
+	}
+	return driver.RenewResult{Renewed: true, LeasedUntilMs: ms + ttlMs, NowMs: ms}, nil
 }
 
 // LeaseRenewBatch renews every token in one autocommit statement.
@@ -345,20 +417,32 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 	return out, nil
 }
 
-// LeaseRelease releases a valid lease.
+// LeaseRelease releases a valid lease, and wakes this process's waiters
+// for it (handoff.go).
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
-	return d.execOne(ctx, "lease_release", t.Name, t.Owner, t.Fence)
+	ok, err := d.execOne(ctx, "lease_release", t.Name, t.Owner, t.Fence)
+	if ok {
+		d.stmts.freed(t.Name, t.Fence)
+		d.released(ctx, t.Name)
+	}
+	return ok, err
 }
 
-// LeaseIsHeld reports whether the token is valid now.
+// LeaseIsHeld reports whether the token is valid now: a primary-key read of
+// the token's row, its expiry compared with the Go clock read after the
+// read (SQLite's own clock, later than the statement's), so a lease that
+// lapsed in between counts as not held.
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
 	st, err := d.stmt(ctx, "lease_is_held")
 	if err != nil {
 		return false, err
 	}
-	var ok bool
-	err = st.QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&ok)
-	return ok, err
+	var until int64
+	err = st.QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && until > time.Now().UnixMilli(), err
 }
 
 // LeaseGet reads one lease row.
@@ -411,6 +495,10 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
+	if err == nil {
+		d.stmts.freed(name, f)
+		d.released(ctx, name)
+	}
 	return f, err == nil, err
 }
 
@@ -428,10 +516,18 @@ func (d *Driver) GuardSQL(t driver.TokenParams, first int) (string, []any) {
 
 // LockTx verifies the token inside the caller's transaction. The transaction
 // must hold the write lock (opened by a handle from Open, which begins
-// IMMEDIATE); the lock is what serialises it with a takeover.
+// IMMEDIATE); the lock is what serialises it with a takeover. The statement
+// is the driver's prepared one, bound to tx (database/sql reuses the
+// connection's preparation).
 func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (bool, error) {
+	st, err := d.stmt(ctx, "lock_tx")
+	if err != nil {
+		return false, err
+	}
+	ts := tx.StmtContext(ctx, st)
+	defer ts.Close()
 	var ok bool
-	err := tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&ok)
+	err = ts.QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&ok)
 	return ok, err
 }
 
@@ -671,6 +767,10 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (int64, []dr
 	if err != nil {
 		return 0, nil, err
 	}
+	for _, r := range raised {
+		d.stmts.freed(r.Name, floor)
+		d.released(ctx, r.Name)
+	}
 	return floor, raised, nil
 }
 
@@ -703,6 +803,7 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 	if err := c.QueryRowContext(ctx, d.q["check_session"]).Scan(&file, &mode, &sync); err != nil {
 		return err
 	}
+	d.stmts.setFile(file)
 	mode = strings.ToLower(mode)
 	switch {
 	case mode == "off":

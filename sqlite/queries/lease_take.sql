@@ -1,0 +1,13 @@
+-- Take over an existing lease that lease_probe.sql read as lapsed, as a
+-- compare-and-set on the fence it read (?3): a plain single-row UPDATE that
+-- returns nothing, since every value it writes is bound. ?5 is the new
+-- fence, max(read fence + 1, Go clock in µs) (docs/adr/0004-fence-floor.md;
+-- the same floor lease_acquire.sql takes); ?6 the Go clock in ms, read just
+-- before, the start of the new term. Whether the old term has lapsed is
+-- still the database clock's call, in the statement that writes, under the
+-- write lock: a row another writer changed since the read (a takeover, a
+-- revoke, a raise) no longer has fence ?3 and nothing changes.
+UPDATE {{prefix}}leases
+SET owner_token = ?2, holder = ?4, fence_token = ?5, state = 'held',
+    leased_until_ms = ?6 + ?7, acquired_at_ms = ?6, updated_at_ms = ?6, renew_count = 0
+WHERE lease_name = ?1 AND fence_token = ?3 AND leased_until_ms <= {{now}}
