@@ -94,6 +94,8 @@ type Driver struct {
 	// galeraUnknown until CheckSession or the first fenced write asks.
 	galera atomic.Int32
 	stmts  *stmtCache
+	// hints picks LeaseAcquire's first statement (hints.go).
+	hints heldHints
 }
 
 const (
