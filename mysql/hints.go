@@ -16,30 +16,44 @@ const maxHints = 4096
 // waiter (AcquireWait) retries right at it.
 const hintLinger = 10 * time.Second
 
-// heldHints remembers, per lease name, until when this process last knew
-// the lease to be held: by an acquisition it made (until its TTL ends) or a
-// refusal it saw (until the expiry the database reported). LeaseAcquire
-// reads such a lease before it writes (acquireReadFirst). The deadline is
-// on the local monotonic clock and is never used to decide anything about
-// the lease itself, only which of two correct statements to send first.
+// The first statement LeaseAcquire sends for a name.
+const (
+	pathUpsert    = iota // a name this process knows nothing of: the upsert answers every case
+	pathUpdate           // the row exists and is not known held: one plain UPDATE takes it
+	pathReadFirst        // known held: a plain read refuses without a lock
+)
+
+// heldHints remembers, per lease name, what this process last learnt of its
+// row: that it exists (it acquired, released, revoked or was refused the
+// lease) and until when it is held (an acquisition it made: until its TTL
+// ends; a refusal it saw: hintLinger past the expiry the database
+// reported). It only chooses which of LeaseAcquire's statements goes first;
+// each is correct whatever the row holds, so a stale hint costs a round
+// trip, never a wrong answer. The deadline is on the local monotonic clock.
 // The zero value is ready to use.
 type heldHints struct {
 	mu sync.Mutex
-	m  map[string]time.Time
-	// force, set by tests only before use, overrides held: 1 always, -1
-	// never.
+	m  map[string]time.Time // the zero Time: exists, not known held
+	// force, set by tests only before use, overrides path: pathX + 1.
 	force int
 }
 
-// held reports whether name was known to be held until a time not yet past.
-func (h *heldHints) held(name string) bool {
+// path returns the first statement for name.
+func (h *heldHints) path(name string) int {
 	if h.force != 0 {
-		return h.force > 0
+		return h.force - 1
 	}
 	h.mu.Lock()
 	until, ok := h.m[name]
 	h.mu.Unlock()
-	return ok && time.Now().Before(until)
+	switch {
+	case !ok:
+		return pathUpsert
+	case time.Now().Before(until):
+		return pathReadFirst
+	default:
+		return pathUpdate
+	}
 }
 
 // note records an acquire's outcome: held for ttlMs when it was acquired,
@@ -52,21 +66,22 @@ func (h *heldHints) note(name string, r driver.AcquireResult, ttlMs int64) {
 		until = time.Now().Add(time.Duration(ttlMs) * time.Millisecond)
 	case r.Holder != nil && r.Holder.LeasedUntilMs > r.Holder.NowMs:
 		until = time.Now().Add(time.Duration(r.Holder.LeasedUntilMs-r.Holder.NowMs)*time.Millisecond + hintLinger)
+	case r.Holder != nil:
 	default:
-		h.forget(name)
 		return
 	}
+	h.set(name, until)
+}
+
+// free records that this process released or revoked name: the row exists
+// and is not held.
+func (h *heldHints) free(name string) { h.set(name, time.Time{}) }
+
+func (h *heldHints) set(name string, until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil || len(h.m) >= maxHints {
 		h.m = make(map[string]time.Time)
 	}
 	h.m[name] = until
-}
-
-// forget drops name, after a release or revoke by this process.
-func (h *heldHints) forget(name string) {
-	h.mu.Lock()
-	delete(h.m, name)
-	h.mu.Unlock()
 }

@@ -11,43 +11,47 @@ import (
 	"github.com/fencekit/fence/internal/driver"
 )
 
-// LeaseAcquire takes the lease. For a name this process last knew to be
-// held (d.hints) it first reads the row with a plain autocommit SELECT
-// (lease_get.sql): a lease still valid is refused from that read, which
-// takes no lock and writes nothing, so refusals neither queue behind the
-// holder's row lock (a committing writer's X lock, a fenced transaction's S
-// lock) nor behind each other; a lapsed row is taken with one plain UPDATE
-// (lease_acquire_update.sql). Otherwise, and when that UPDATE matched nothing
-// (taken in between) or the row does not exist, it runs the upsert
-// (acquireUpsert), one statement that answers every case.
+// LeaseAcquire takes the lease. The first statement depends on what this
+// process last learnt of the row (heldHints):
 //
-// The hint only chooses between two paths that are each correct on their
-// own: a stale hint costs a read, a missing one a refusal that takes the
-// row's lock. An acquisition by this process, or a refusal it saw, marks
-// the name held until the expiry it learnt; a release or revoke by this
-// process clears it. So a free lease is acquired in one round trip, and a
-// held one refused in one lock-free read from the second attempt on (the
-// first refusal of a name held by another process goes through the upsert).
+//   - known held: a plain autocommit SELECT (lease_get.sql) refuses a valid
+//     lease from the read, which takes no lock and writes nothing, so
+//     refusals neither queue behind the holder's row lock (a committing
+//     writer's X lock, a fenced transaction's S lock) nor behind each other;
+//     a lapsed row is then taken as below;
+//   - known to exist, not held (released or lapsed): one plain UPDATE
+//     (lease_acquire_update.sql) takes it, its fence in the OK packet;
+//   - unknown, or that UPDATE matched nothing (taken in between, or no row):
+//     the upsert (acquireUpsert), one statement that answers every case.
+//
+// Each path is correct whatever the row holds; a stale hint costs a round
+// trip. So a released or lapsed lease is taken in one UPDATE, a held one is
+// refused in one lock-free read from the second attempt on (the first
+// refusal of a name this process knows nothing of goes through the upsert
+// and its lock), and a new name is inserted by the upsert.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
-	if d.hints.held(p.Name) {
-		r, done, err := d.acquireReadFirst(ctx, p)
-		if err != nil {
-			return driver.AcquireResult{}, err
-		}
-		if done {
-			d.hints.note(p.Name, r, p.TTLMs)
-			return r, nil
-		}
+	var (
+		r    driver.AcquireResult
+		done bool
+		err  error
+	)
+	switch d.hints.path(p.Name) {
+	case pathReadFirst:
+		r, done, err = d.acquireReadFirst(ctx, p)
+	case pathUpdate:
+		r, done, err = d.acquireUpdate(ctx, p)
 	}
-	r, err := d.acquireUpsert(ctx, p)
+	if err == nil && !done {
+		r, err = d.acquireUpsert(ctx, p)
+	}
 	if err == nil {
 		d.hints.note(p.Name, r, p.TTLMs)
 	}
 	return r, err
 }
 
-// acquireReadFirst reads the row, refuses a valid lease from the read, and
-// takes a lapsed one with a plain UPDATE. done is false when the row is
+// acquireReadFirst reads the row and refuses a valid lease from the read; a
+// lapsed one it takes with acquireUpdate. done is false when the row is
 // missing or the UPDATE matched nothing: the caller then runs the upsert.
 func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
 	l, ok, err := d.LeaseGet(ctx, p.Name)
@@ -61,6 +65,13 @@ func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (
 	if l.LeasedUntilMs > l.NowMs {
 		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, true, nil
 	}
+	return d.acquireUpdate(ctx, p)
+}
+
+// acquireUpdate takes a lapsed or released lease whose row exists with one
+// plain UPDATE (lease_acquire_update.sql). done is false when it matched
+// nothing (held, or no row).
+func (d *Driver) acquireUpdate(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
 	var res sql.Result
 	err = d.run("lease_acquire_update", func(st *sql.Stmt) error {
 		return d.retryDeadlock(ctx, func() error {
@@ -81,7 +92,7 @@ func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (
 		return r, false, afterWrite(err)
 	}
 	if n == 0 {
-		return r, false, nil // taken (or renewed by a fast holder) since the read
+		return r, false, nil // held, or no row: nothing was written
 	}
 	if f, err := res.LastInsertId(); err == nil && f > 0 {
 		return driver.AcquireResult{Acquired: true, Fence: f}, true, nil
@@ -90,7 +101,7 @@ func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (
 	// owner token unless the new generation already ended, which within a
 	// round trip only a revoke or a TTL shorter than that can do; the fence
 	// is then unknown, and so is the outcome for the caller.
-	l, ok, err = d.LeaseGet(ctx, p.Name)
+	l, ok, err := d.LeaseGet(ctx, p.Name)
 	if err != nil {
 		return r, false, afterWrite(err)
 	}
@@ -370,7 +381,7 @@ func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, 
 	}
 	n, err := res.RowsAffected()
 	if n > 0 {
-		d.hints.forget(t.Name)
+		d.hints.free(t.Name)
 	}
 	return n > 0, err
 }
@@ -435,7 +446,7 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
-	d.hints.forget(name)
+	d.hints.free(name)
 	return f, true, nil
 }
 
@@ -529,7 +540,7 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (used int64,
 		return 0, nil, afterWrite(err)
 	}
 	for _, r := range raised {
-		d.hints.forget(r.Name)
+		d.hints.free(r.Name)
 	}
 	return floor, raised, nil
 }

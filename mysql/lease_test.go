@@ -106,8 +106,9 @@ func TestAcquireLifecycle(t *testing.T) {
 		mode  int32
 		force int
 	}{
-		{"returning", returningYes, -1}, {"insert-id", returningNo, -1},
-		{"read-first/returning", returningYes, 1}, {"read-first/insert-id", returningNo, 1},
+		{"returning", returningYes, pathUpsert + 1}, {"insert-id", returningNo, pathUpsert + 1},
+		{"read-first/returning", returningYes, pathReadFirst + 1}, {"read-first/insert-id", returningNo, pathReadFirst + 1},
+		{"update-first/returning", returningYes, pathUpdate + 1}, {"update-first/insert-id", returningNo, pathUpdate + 1},
 		{"hinted", returningUnknown, 0},
 	} {
 		t.Run(path.name, func(t *testing.T) {
@@ -513,16 +514,21 @@ func TestRenewBatch(t *testing.T) {
 }
 
 // Twenty workers contend for one name, fifty rounds each, with the
-// acquire's path as the hints choose it, always read-first (+1) and never
-// (-1): every fence has exactly one winner, a second owner never holds the
+// acquire's first statement as the hints choose it (path0) and forced to
+// each of the three: every fence has exactly one winner, a second owner never holds the
 // lease while the first does, and nobody gets an error.
 func TestContendedAcquire(t *testing.T) {
 	for _, c := range []struct {
 		mode  string
 		force int
-	}{{"release", 0}, {"expire", 0}, {"release", 1}, {"expire", 1}, {"release", -1}, {"expire", -1}} {
+	}{
+		{"release", 0}, {"expire", 0},
+		{"release", pathUpsert + 1}, {"expire", pathUpsert + 1},
+		{"release", pathUpdate + 1}, {"expire", pathUpdate + 1},
+		{"release", pathReadFirst + 1}, {"expire", pathReadFirst + 1},
+	} {
 		mode := c.mode
-		t.Run(fmt.Sprintf("%s/hints%+d", mode, c.force), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/path%d", mode, c.force), func(t *testing.T) {
 			t.Parallel()
 			d := newDriver(t, viaOpen)
 			d.hints.force = c.force
