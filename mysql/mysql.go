@@ -96,6 +96,8 @@ type Driver struct {
 	stmts  *stmtCache
 	// hints picks LeaseAcquire's first statement (hints.go).
 	hints heldHints
+	// watches polls the leases AcquireWait waits for (handoff.go).
+	watches watches
 }
 
 const (
