@@ -11,10 +11,15 @@ import (
 // the next acquire of each name down the upsert path once.
 const maxHints = 4096
 
-// hintLinger is how long past a refusal's reported expiry the name is still
-// read first: a holder that renews keeps its lease past that expiry, and a
-// waiter (AcquireWait) retries right at it.
-const hintLinger = 10 * time.Second
+// contendedFor is how long a name another owner was seen holding is read
+// first: until this process sees it free (its read finds it lapsed and its
+// UPDATE takes it, or it releases it), at most this long. Not the holder's
+// reported expiry: a holder that renews keeps the lease past it, and a
+// process refused once (a waiter, a periodic job that lost the election) is
+// refused again more often than not, where the read costs one lock-free
+// round trip and the UPDATE-then-upsert two with locks. On a free lease the
+// read costs one round trip more than the UPDATE alone, once.
+const contendedFor = 24 * time.Hour
 
 // The first statement LeaseAcquire sends for a name.
 const (
@@ -25,11 +30,11 @@ const (
 
 // heldHints remembers, per lease name, what this process last learnt of its
 // row: that it exists (it acquired, released, revoked or was refused the
-// lease) and until when it is held (an acquisition it made: until its TTL
-// ends; a refusal it saw: hintLinger past the expiry the database
-// reported). It only chooses which of LeaseAcquire's statements goes first;
-// each is correct whatever the row holds, so a stale hint costs a round
-// trip, never a wrong answer. The deadline is on the local monotonic clock.
+// lease) and until when it is taken to be held (an acquisition it made:
+// until its TTL ends; a refusal it saw: contendedFor, unless it sees the
+// lease free first). It only chooses which of LeaseAcquire's statements
+// goes first; each is correct whatever the row holds, so a stale hint costs
+// a round trip, never a wrong answer. The deadline is on the local monotonic clock.
 // The zero value is ready to use.
 type heldHints struct {
 	mu sync.Mutex
@@ -57,15 +62,14 @@ func (h *heldHints) path(name string) int {
 }
 
 // note records an acquire's outcome: held for ttlMs when it was acquired,
-// until hintLinger past the holder's expiry when it was refused with the
-// holder known.
+// contendedFor when it was refused by a valid holder.
 func (h *heldHints) note(name string, r driver.AcquireResult, ttlMs int64) {
 	var until time.Time
 	switch {
 	case r.Acquired:
 		until = time.Now().Add(time.Duration(ttlMs) * time.Millisecond)
 	case r.Holder != nil && r.Holder.LeasedUntilMs > r.Holder.NowMs:
-		until = time.Now().Add(time.Duration(r.Holder.LeasedUntilMs-r.Holder.NowMs)*time.Millisecond + hintLinger)
+		until = time.Now().Add(contendedFor)
 	case r.Holder != nil:
 	default:
 		return
