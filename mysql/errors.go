@@ -66,11 +66,16 @@ func (d *Driver) IsRetryable(err error) bool {
 // an error of a read that follows a committed write in the same call.
 //
 // A connection that was never made (refused, DNS, a dial timeout: the
-// net.OpError of the dial) is definite too: no statement was sent on it.
+// net.OpError of the dial) is definite too: no statement was sent on it; and
+// so is any error of a call that had sent only reads (beforeWriteError).
 func (d *Driver) IsServerError(err error) bool {
 	var we *afterWriteError
 	if errors.As(err, &we) {
 		return false
+	}
+	var be *beforeWriteError
+	if errors.As(err, &be) {
+		return true
 	}
 	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
@@ -97,6 +102,22 @@ func afterWrite(err error) error {
 		return nil
 	}
 	return &afterWriteError{err}
+}
+
+// beforeWriteError is an error of a call that had sent only reads when it
+// struck (LeaseAcquire's read-first refusal): whatever it wraps, nothing
+// was written, so the failure is definite. IsRetryable still sees through
+// it.
+type beforeWriteError struct{ err error }
+
+func (e *beforeWriteError) Error() string { return e.err.Error() }
+func (e *beforeWriteError) Unwrap() error { return e.err }
+
+func beforeWrite(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &beforeWriteError{err}
 }
 
 func isDeadlock(err error) bool {

@@ -11,7 +11,107 @@ import (
 	"github.com/fencekit/fence/internal/driver"
 )
 
-// LeaseAcquire takes the lease in one statement (see lease_acquire.sql),
+// LeaseAcquire takes the lease. The first statement depends on what this
+// process last learnt of the row (heldHints):
+//
+//   - known held: a plain autocommit SELECT (lease_get.sql) refuses a valid
+//     lease from the read, which takes no lock and writes nothing, so
+//     refusals neither queue behind the holder's row lock (a committing
+//     writer's X lock, a fenced transaction's S lock) nor behind each other;
+//     a lapsed row is then taken as below;
+//   - known to exist, not held (released or lapsed): one plain UPDATE
+//     (lease_acquire_update.sql) takes it, its fence in the OK packet;
+//   - unknown, or that UPDATE matched nothing (taken in between, or no row):
+//     the upsert (acquireUpsert), one statement that answers every case.
+//
+// Each path is correct whatever the row holds; a stale hint costs a round
+// trip. So a released or lapsed lease is taken in one UPDATE, a held one is
+// refused in one lock-free read from the second attempt on (the first
+// refusal of a name this process knows nothing of goes through the upsert
+// and its lock), and a new name is inserted by the upsert.
+func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	var (
+		r    driver.AcquireResult
+		done bool
+		err  error
+	)
+	switch d.hints.path(p.Name) {
+	case pathReadFirst:
+		r, done, err = d.acquireReadFirst(ctx, p)
+	case pathUpdate:
+		r, done, err = d.acquireUpdate(ctx, p)
+	}
+	if err == nil && !done {
+		r, err = d.acquireUpsert(ctx, p)
+	}
+	if err == nil {
+		d.hints.note(p.Name, r, p.TTLMs)
+	}
+	return r, err
+}
+
+// acquireReadFirst reads the row and refuses a valid lease from the read; a
+// lapsed one it takes with acquireUpdate. done is false when the row is
+// missing or the UPDATE matched nothing: the caller then runs the upsert.
+func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
+	l, ok, err := d.LeaseGet(ctx, p.Name)
+	if err != nil {
+		// Only a read was sent: nothing was written.
+		return r, false, beforeWrite(err)
+	}
+	if !ok {
+		return r, false, nil
+	}
+	if l.LeasedUntilMs > l.NowMs {
+		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, true, nil
+	}
+	return d.acquireUpdate(ctx, p)
+}
+
+// acquireUpdate takes a lapsed or released lease whose row exists with one
+// plain UPDATE (lease_acquire_update.sql). done is false when it matched
+// nothing (held, or no row).
+func (d *Driver) acquireUpdate(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
+	var res sql.Result
+	err = d.run("lease_acquire_update", func(st *sql.Stmt) error {
+		return d.retryDeadlock(ctx, func() error {
+			var err error
+			if st != nil {
+				res, err = st.ExecContext(ctx, p.Owner, p.Holder, p.TTLMs, p.Name)
+			} else {
+				res, err = d.db.ExecContext(ctx, d.q["lease_acquire_update"], p.Owner, p.Holder, p.TTLMs, p.Name)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return r, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return r, false, afterWrite(err)
+	}
+	if n == 0 {
+		return r, false, nil // held, or no row: nothing was written
+	}
+	if f, err := res.LastInsertId(); err == nil && f > 0 {
+		return driver.AcquireResult{Acquired: true, Fence: f}, true, nil
+	}
+	// A trigger zeroed the insert id (MariaDB). The row carries this call's
+	// owner token unless the new generation already ended, which within a
+	// round trip only a revoke or a TTL shorter than that can do; the fence
+	// is then unknown, and so is the outcome for the caller.
+	l, ok, err := d.LeaseGet(ctx, p.Name)
+	if err != nil {
+		return r, false, afterWrite(err)
+	}
+	if !ok || l.Owner != p.Owner {
+		return r, false, afterWrite(fmt.Errorf("mysql: acquire of %q committed, but a trigger hid its fence and the row has moved on", p.Name))
+	}
+	return driver.AcquireResult{Acquired: true, Fence: l.Fence, LeasedUntilMs: l.LeasedUntilMs, NowMs: l.NowMs}, true, nil
+}
+
+// acquireUpsert takes the lease in one statement (see lease_acquire.sql),
 // whose insert id is the new fence, or 0 when the lease is held. On 0 it
 // reads, on the same connection, the session's LAST_INSERT_ID() together
 // with the holder: a trigger on the lease table zeroes the insert id that the
@@ -22,8 +122,8 @@ import (
 //
 // On MariaDB 10.5+ the statement ends in RETURNING instead
 // (lease_acquire_returning.sql), which answers both outcomes, the holder
-// included, in its one round trip.
-func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+// included, in its one round trip. MySQL 8 has no INSERT ... RETURNING.
+func (d *Driver) acquireUpsert(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
 	ret, err := d.hasReturning(ctx)
 	if err != nil {
 		return driver.AcquireResult{}, err
@@ -280,6 +380,9 @@ func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, 
 		return false, err
 	}
 	n, err := res.RowsAffected()
+	if n > 0 {
+		d.hints.free(t.Name)
+	}
 	return n > 0, err
 }
 
@@ -292,9 +395,15 @@ func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, e
 	return n > 0, err
 }
 
-// LeaseGet reads one lease row.
+// LeaseGet reads one lease row, with a prepared statement (stmts.go): it is
+// also the first statement of LeaseAcquire on a lease known to be held.
 func (d *Driver) LeaseGet(ctx context.Context, name string) (driver.Lease, bool, error) {
-	l, err := scanLease(d.db.QueryRowContext(ctx, d.q["lease_get"], name))
+	var l driver.Lease
+	err := d.run("lease_get", func(st *sql.Stmt) error {
+		var err error
+		l, err = scanLease(d.queryRow(ctx, st, "lease_get", name))
+		return err
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Lease{}, false, nil
 	}
@@ -337,6 +446,7 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
+	d.hints.free(name)
 	return f, true, nil
 }
 
@@ -428,6 +538,9 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (used int64,
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, nil, afterWrite(err)
+	}
+	for _, r := range raised {
+		d.hints.free(r.Name)
 	}
 	return floor, raised, nil
 }

@@ -94,15 +94,23 @@ func TestNowIsUnixMillisInEveryTimeZone(t *testing.T) {
 	}
 }
 
-// Both acquire paths (MariaDB's RETURNING and MySQL 8's insert id, which
-// MariaDB runs as well) through every state; a new fence is max(old + 1,
+// Every acquire path (the upsert with MariaDB's RETURNING or MySQL 8's
+// insert id, which MariaDB runs as well; each behind the read-first path of
+// a lease known to be held, or not; and as the hints choose) through every
+// state; a new fence is max(old + 1,
 // the database clock in microseconds), so it is checked against the clock
 // read before the call and against the fence before it.
 func TestAcquireLifecycle(t *testing.T) {
 	for _, path := range []struct {
-		name string
-		mode int32
-	}{{"returning", returningYes}, {"insert-id", returningNo}} {
+		name  string
+		mode  int32
+		force int
+	}{
+		{"returning", returningYes, pathUpsert + 1}, {"insert-id", returningNo, pathUpsert + 1},
+		{"read-first/returning", returningYes, pathReadFirst + 1}, {"read-first/insert-id", returningNo, pathReadFirst + 1},
+		{"update-first/returning", returningYes, pathUpdate + 1}, {"update-first/insert-id", returningNo, pathUpdate + 1},
+		{"hinted", returningUnknown, 0},
+	} {
 		t.Run(path.name, func(t *testing.T) {
 			forEachHandle(t, func(t *testing.T, d *Driver) {
 				if path.mode == returningYes {
@@ -111,6 +119,7 @@ func TestAcquireLifecycle(t *testing.T) {
 					}
 				}
 				d.returning.Store(path.mode)
+				d.hints.force = path.force
 				acquireLifecycle(t, d)
 			})
 		})
@@ -504,14 +513,25 @@ func TestRenewBatch(t *testing.T) {
 	})
 }
 
-// Twenty workers contend for one name, fifty rounds each: every fence has
-// exactly one winner, fences are contiguous, a second owner never holds the
+// Twenty workers contend for one name, fifty rounds each, with the
+// acquire's first statement as the hints choose it (path0) and forced to
+// each of the three: every fence has exactly one winner, a second owner never holds the
 // lease while the first does, and nobody gets an error.
 func TestContendedAcquire(t *testing.T) {
-	for _, mode := range []string{"release", "expire"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, c := range []struct {
+		mode  string
+		force int
+	}{
+		{"release", 0}, {"expire", 0},
+		{"release", pathUpsert + 1}, {"expire", pathUpsert + 1},
+		{"release", pathUpdate + 1}, {"expire", pathUpdate + 1},
+		{"release", pathReadFirst + 1}, {"expire", pathReadFirst + 1},
+	} {
+		mode := c.mode
+		t.Run(fmt.Sprintf("%s/path%d", mode, c.force), func(t *testing.T) {
 			t.Parallel()
 			d := newDriver(t, viaOpen)
+			d.hints.force = c.force
 			d.db.SetMaxOpenConns(40)
 			ctx := ctxT(t)
 			const workers, rounds = 20, 50

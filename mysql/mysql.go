@@ -95,6 +95,10 @@ type Driver struct {
 	// galeraUnknown until CheckSession or the first fenced write asks.
 	galera atomic.Int32
 	stmts  *stmtCache
+	// hints picks LeaseAcquire's first statement (hints.go).
+	hints heldHints
+	// watches polls the leases AcquireWait waits for (handoff.go).
+	watches watches
 }
 
 const (
