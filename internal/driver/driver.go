@@ -4,7 +4,13 @@
 // reports what the database said.
 //
 // Every time is integer milliseconds since the Unix epoch read from the
-// database clock (columns *_ms). Drivers never use the Go clock for validity.
+// database clock (columns *_ms). A server database's drivers never use the
+// Go clock for validity. The SQLite driver may, because there the database
+// clock is this host's clock too (unixepoch() reads it): its refusal and
+// is-held compare the stored expiry with the Go clock read after the row,
+// which can only find a lease lapsed too early, never valid too long, and
+// its renew and takeover bind a term counted from a Go clock read before
+// the statement, which ends no later than one counted by the database.
 //
 // A lease row is valid ("held") exactly when leased_until_ms > database now.
 // Release and revoke set leased_until_ms to 0, so a backwards step of the
