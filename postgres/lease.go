@@ -4,16 +4,32 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 
 	"github.com/fencekit/fence/internal/driver"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// LeaseAcquire takes the lease if it is absent, released or expired, in one
-// statement (queries/lease_acquire.sql). When it is refused because the
-// statement's snapshot shows a valid holder, Holder is that row; when the
-// snapshot showed the lease free but a concurrent acquisition won the upsert,
-// Holder is nil, because the winner is not visible to this statement.
+// LeaseAcquire takes the lease if it is absent, released or expired. A name
+// whose row exists costs one statement, a plain UPDATE of that row
+// (queries/lease_acquire.sql); a name with no row in that statement's
+// snapshot is then acquired by the upsert of queries/lease_acquire_new.sql.
+// When it is refused because the snapshot shows a valid holder, Holder is
+// that row; when the snapshot showed the lease free but a concurrent
+// acquisition won, Holder is nil, because the winner is not visible to the
+// statement.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	r, found, err := d.acquireWith(ctx, d.q.acquire, p)
+	if err != nil || r.Acquired || found {
+		return r, err
+	}
+	r, _, err = d.acquireWith(ctx, d.q.acquireNew, p)
+	return r, err
+}
+
+// acquireWith runs one of the acquire statements; found is false when the
+// statement saw no row for the name.
+func (d *Driver) acquireWith(ctx context.Context, q string, p driver.AcquireParams) (r driver.AcquireResult, found bool, err error) {
 	var (
 		acquired              bool
 		fence, until          sql.NullInt64
@@ -21,15 +37,15 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		owner, state, holder  sql.NullString
 		acquiredAt, updatedAt sql.NullInt64
 	)
-	err := d.c.queryRow(ctx, d.q.acquire, p.Name, p.Owner, p.TTLMs, p.Holder).
+	err = d.c.queryRow(ctx, q, p.Name, p.Owner, p.TTLMs, p.Holder).
 		Scan(&acquired, &fence, &until, &now, &owner, &state, &acquiredAt, &updatedAt, &holder)
 	if err != nil {
-		return driver.AcquireResult{}, err
+		return driver.AcquireResult{}, false, err
 	}
 	if acquired {
-		return driver.AcquireResult{Acquired: true, Fence: fence.Int64, LeasedUntilMs: until.Int64, NowMs: now}, nil
+		return driver.AcquireResult{Acquired: true, Fence: fence.Int64, LeasedUntilMs: until.Int64, NowMs: now}, true, nil
 	}
-	r := driver.AcquireResult{NowMs: now}
+	r = driver.AcquireResult{NowMs: now}
 	if fence.Valid && until.Int64 > now {
 		r.Holder = &driver.Lease{
 			Name:          p.Name,
@@ -43,19 +59,36 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 			NowMs:         now,
 		}
 	}
-	return r, nil
+	return r, fence.Valid, nil
 }
 
-// LeaseRenew extends a valid lease to ttlMs from the database's now.
+// LeaseRenew extends a valid lease to ttlMs from the database's now, in one
+// plain UPDATE (queries/lease_renew.sql); only a renew that waited for the
+// row and cannot tell whether the lease outlived the wait runs again, locking
+// the row before reading the clock (queries/lease_renew_locked.sql).
 func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int64) (driver.RenewResult, error) {
-	var (
-		until sql.NullInt64
-		now   int64
-	)
-	if err := d.c.queryRow(ctx, d.q.renew, t.Name, t.Owner, t.Fence, ttlMs).Scan(&until, &now); err != nil {
+	var until, now int64
+	err := d.c.queryRow(ctx, d.q.renew, t.Name, t.Owner, t.Fence, ttlMs).Scan(&until, &now)
+	switch {
+	case err == nil:
+		return driver.RenewResult{Renewed: true, LeasedUntilMs: until, NowMs: now}, nil
+	case errors.Is(err, sql.ErrNoRows): // pgx.ErrNoRows is sql.ErrNoRows too
+		return driver.RenewResult{}, nil
+	case !waitedPastExpiry(err):
 		return driver.RenewResult{}, err
 	}
-	return driver.RenewResult{Renewed: until.Valid, LeasedUntilMs: until.Int64, NowMs: now}, nil
+	var lockedUntil sql.NullInt64
+	if err := d.c.queryRow(ctx, d.q.renewLocked, t.Name, t.Owner, t.Fence, ttlMs).Scan(&lockedUntil, &now); err != nil {
+		return driver.RenewResult{}, err
+	}
+	return driver.RenewResult{Renewed: lockedUntil.Valid, LeasedUntilMs: lockedUntil.Int64, NowMs: now}, nil
+}
+
+// waitedPastExpiry reports the error by which lease_renew.sql and
+// lease_release.sql roll themselves back after a lock wait they cannot judge.
+func waitedPastExpiry(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "fence: waited past expiry")
 }
 
 // LeaseRenewBatch renews every token in one statement, passing the tokens as
@@ -95,9 +128,14 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 	return out, nil
 }
 
-// LeaseRelease gives a valid lease up; false when the token does not hold it.
+// LeaseRelease gives a valid lease up; false when the token does not hold
+// it. One plain UPDATE (queries/lease_release.sql), with the fallback of
+// LeaseRenew (queries/lease_release_locked.sql).
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
 	n, err := d.c.exec(ctx, d.q.release, t.Name, t.Owner, t.Fence)
+	if err != nil && waitedPastExpiry(err) {
+		n, err = d.c.exec(ctx, d.q.releaseLocked, t.Name, t.Owner, t.Fence)
+	}
 	return n == 1, err
 }
 

@@ -147,8 +147,10 @@ func TestRenewReleaseIsHeld(t *testing.T) {
 		if ok, err := d.LeaseIsHeld(ctx, w); err != nil || ok {
 			t.Errorf("is-held %+v = %v, %v", w, ok, err)
 		}
+		// A refused renew reports no time: its plain UPDATE returns no row
+		// (the caller reads the row to say why, as on MySQL).
 		r, err := d.LeaseRenew(ctx, w, 120_000)
-		if err != nil || r.Renewed || r.LeasedUntilMs != 0 || r.NowMs < before.UpdatedAtMs {
+		if err != nil || r.Renewed || r.LeasedUntilMs != 0 {
 			t.Errorf("renew %+v = %+v, %v", w, r, err)
 		}
 		if ok, err := d.LeaseRelease(ctx, w); err != nil || ok {
@@ -449,37 +451,167 @@ func TestRenewBatchLarge(t *testing.T) {
 	}
 }
 
-// A renew that waits for the row (a fenced transaction holds it FOR SHARE)
-// past the expiry must judge validity after the wait, not before it.
-func TestRenewAfterLockWaitPastExpiryFails(t *testing.T) {
+// A renew or release that waits for the row (a fenced transaction holds it
+// FOR SHARE) must judge validity after the wait, not before it: the plain
+// UPDATE judges before, and PostgreSQL does not re-check after a wait for a
+// lock whose holder only locked the row. Past the expiry it is refused and
+// changes nothing; within it, it goes ahead (the re-check after the wait
+// passes without the fallback, or the fallback renews).
+func TestRenewAfterLockWait(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	d := newDriver(t)
-	tok := acquire(t, d, "job", 300*time.Millisecond)
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name        string
+		release     bool
+		pastExpiry  bool
+		wantSuccess bool
+	}{
+		{"renew past expiry", false, true, false},
+		{"release past expiry", true, true, false},
+		{"renew within", false, false, true},
+		{"release within", true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			d := newDriver(t)
+			// Long enough for the renew to start and wait while the lease is
+			// still valid, however loaded the machine.
+			ttl := 3 * time.Second
+			if !tc.pastExpiry {
+				ttl = time.Minute
+			}
+			tok := acquire(t, d, "job", ttl)
+			before := mustGet(t, d, "job")
+			tx, err := d.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
+				t.Fatalf("LockTx = %v, %v", ok, err)
+			}
+			solo, pid := soloDriver(t, d)
+			done := make(chan struct{})
+			var ok bool
+			var opErr error
+			go func() {
+				defer close(done)
+				if tc.release {
+					ok, opErr = solo.LeaseRelease(ctx, tok)
+				} else {
+					var r driver.RenewResult
+					r, opErr = solo.LeaseRenew(ctx, tok, 60_000)
+					ok = r.Renewed
+				}
+			}()
+			waitLocked(t, d.db, pid)
+			if tc.pastExpiry {
+				for now(t, d) <= before.LeasedUntilMs { // the lease expires while the renew waits
+					time.Sleep(20 * time.Millisecond)
+				}
+			} else {
+				// Into a later millisecond than the renew's verdict, so that
+				// the re-check after the wait reads the row again.
+				for start := now(t, d); now(t, d) <= start+1; {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if opErr != nil || ok != tc.wantSuccess {
+				t.Fatalf("after the wait = %v, %v; want %v", ok, opErr, tc.wantSuccess)
+			}
+			after := mustGet(t, d, "job")
+			switch {
+			case !tc.wantSuccess:
+				if after.LeasedUntilMs != before.LeasedUntilMs || after.State != driver.StateHeld || after.UpdatedAtMs != before.UpdatedAtMs {
+					t.Errorf("refused after the wait, but the row changed: %+v -> %+v", before, after)
+				}
+			case tc.release:
+				if after.State != driver.StateReleased || after.LeasedUntilMs != 0 {
+					t.Errorf("released, but the row is %+v", after)
+				}
+			default:
+				if after.LeasedUntilMs-after.UpdatedAtMs != 60_000 || after.UpdatedAtMs <= before.UpdatedAtMs {
+					t.Errorf("renewed, but the row is %+v (before %+v)", after, before)
+				}
+			}
+		})
 	}
-	defer tx.Rollback()
-	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
-		t.Fatalf("LockTx = %v, %v", ok, err)
-	}
-	solo, pid := soloDriver(t, d)
-	done := make(chan struct{})
-	var r driver.RenewResult
-	var rerr error
-	go func() {
-		defer close(done)
-		r, rerr = solo.LeaseRenew(ctx, tok, 60_000)
-	}()
-	waitLocked(t, d.db, pid)
-	time.Sleep(400 * time.Millisecond) // past the expiry while the renew waits
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if rerr != nil || r.Renewed {
-		t.Errorf("renew that waited past expiry = %+v, %v; want refused", r, rerr)
+}
+
+// A renew or release that waits for the row while another transaction
+// changes it (a takeover: revoke and acquire; or a revoke alone) is judged by
+// PostgreSQL against the row as that transaction left it: refused when the
+// transaction committed, done when it rolled back.
+func TestRenewRacingTakeover(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		release  bool
+		takeover bool // revoke and acquire; else revoke only
+		commit   bool
+	}{
+		{"renew/takeover committed", false, true, true},
+		{"renew/takeover rolled back", false, true, false},
+		{"renew/revoke committed", false, false, true},
+		{"release/takeover committed", true, true, true},
+		{"release/takeover rolled back", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			d := newDriver(t)
+			tok := acquire(t, d, "job", time.Minute)
+			tx, err := d.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, d.q.revoke, "job"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.takeover {
+				var acquired bool
+				if err := tx.QueryRowContext(ctx, d.q.acquire, "job", owner(t), int64(60_000), "thief").
+					Scan(&acquired, new(any), new(any), new(any), new(any), new(any), new(any), new(any), new(any)); err != nil || !acquired {
+					t.Fatalf("takeover in transaction = %v, %v", acquired, err)
+				}
+			}
+			solo, pid := soloDriver(t, d)
+			done := make(chan struct{})
+			var ok bool
+			var opErr error
+			go func() {
+				defer close(done)
+				if tc.release {
+					ok, opErr = solo.LeaseRelease(ctx, tok)
+				} else {
+					var r driver.RenewResult
+					r, opErr = solo.LeaseRenew(ctx, tok, 60_000)
+					ok = r.Renewed
+				}
+			}()
+			waitLocked(t, d.db, pid)
+			if tc.commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if opErr != nil || ok == tc.commit {
+				t.Fatalf("racing the takeover = %v, %v; want %v", ok, opErr, !tc.commit)
+			}
+			l := mustGet(t, d, "job")
+			if tc.commit && (l.Fence <= tok.Fence || l.Owner == tok.Owner) {
+				t.Errorf("the old token changed the row after the takeover: %+v", l)
+			}
+		})
 	}
 }
 
@@ -678,8 +810,13 @@ func TestAcquireRaceJudgesLatestRow(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
+			// As LeaseAcquire does: the upsert for a name with no row.
+			q := d.q.acquire
+			if prev.Name == "" {
+				q = d.q.acquireNew
+			}
 			var acquired bool
-			if err := tx.QueryRowContext(ctx, d.q.acquire, "job", owner(t), int64(60_000), "web-1:42").
+			if err := tx.QueryRowContext(ctx, q, "job", owner(t), int64(60_000), "web-1:42").
 				Scan(&acquired, new(any), new(any), new(any), new(any), new(any), new(any), new(any), new(any)); err != nil || !acquired {
 				t.Fatalf("acquire in transaction = %v, %v", acquired, err)
 			}

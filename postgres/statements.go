@@ -86,6 +86,11 @@ func renderMigrations(prefix string) ([]Migration, error) {
 type statements struct {
 	acquire, renew, renewBatch, release, isHeld, get, list, revoke, raise, now, lockTx string
 
+	// The fallbacks of the plain single-row statements above: an acquire of
+	// a name with no row, and a renew or release that waited for the row
+	// past the instant it judged the lease at.
+	acquireNew, renewLocked, releaseLocked string
+
 	runStart, runFinish, runMarkLost, runRefused, runSweep, runPrune, runGet, runList string
 
 	schemaLock, schemaCreate, schemaVersion, schemaRecord, dropTables string
@@ -119,9 +124,12 @@ func loadStatements(prefix string) (*statements, error) {
 		dst  *string
 	}{
 		{"lease_acquire", &s.acquire},
+		{"lease_acquire_new", &s.acquireNew},
 		{"lease_renew", &s.renew},
+		{"lease_renew_locked", &s.renewLocked},
 		{"lease_renew_batch", &s.renewBatch},
 		{"lease_release", &s.release},
+		{"lease_release_locked", &s.releaseLocked},
 		{"lease_is_held", &s.isHeld},
 		{"lease_get", &s.get},
 		{"lease_list", &s.list},

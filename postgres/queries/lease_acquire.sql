@@ -1,62 +1,58 @@
--- Acquire in one statement and one round trip. $1 name, $2 owner, $3 ttl ms,
--- $4 holder name.
+-- Acquire a lease whose row exists, in one plain UPDATE of that row and one
+-- round trip. $1 name, $2 owner, $3 ttl ms, $4 holder name. A name with no
+-- row in this statement's snapshot gets lease_acquire_new.sql instead (once
+-- per name, and after a row was deleted outside fence).
 --
 -- One instant (clock, materialised because clock_timestamp() is volatile) is
 -- used for the expiry test, the new leased_until/acquired_at and the reported
--- now, so that leased_until - now is exactly the TTL. If the upsert has to wait
--- for a row lock that instant is a little old, which only errs towards not
+-- now, so that leased_until - now is exactly the TTL. If the UPDATE has to
+-- wait for the row that instant is a little old, which only errs towards not
 -- taking the lease and towards a shorter new lease, never towards overlap.
 --
--- cur reads the row in the statement's snapshot. When it shows a valid holder
--- the INSERT … SELECT produces no row and never reaches ON CONFLICT: an upsert
--- whose DO UPDATE … WHERE is false still locks the row and writes WAL, and a
--- held lease is the common case for a failed acquire.
+-- Held (the common refusal): the UPDATE's own WHERE rejects the row as it
+-- scans it, so a refused acquire locks nothing and writes nothing, and the
+-- second arm reads the holder from the statement's snapshot.
 --
--- When cur shows no row or an expired one, the upsert decides. Under READ
--- COMMITTED ON CONFLICT locks the latest committed version of the row, even
--- one the snapshot cannot see, and evaluates DO UPDATE's WHERE against it; so
--- of two racing acquirers the second one waits, sees the winner's valid lease
--- and updates nothing, without an error.
+-- Free by the snapshot: the UPDATE locks the row. Under READ COMMITTED, when
+-- a concurrent transaction changed the row meanwhile (another acquisition,
+-- a renew, a release), PostgreSQL re-evaluates the WHERE against the latest
+-- version (with the same clock row: a CTE's row is carried into the
+-- re-check, not recomputed), so of two racing acquirers the second one
+-- updates nothing, without an error, and reports no holder (the winner is
+-- not in its snapshot). When the holder of the lock only locked the row (a
+-- fenced transaction of the old generation, FOR SHARE) nothing is
+-- re-evaluated, and nothing needs to be: the row it judged expired at the
+-- clock instant is the row it updates, and an expired lease stays expired.
 --
 -- A new fence is max(old + 1, floor_us), the database clock in microseconds
 -- (docs/adr/0004-fence-floor.md): a lease table restored from an older dump
 -- still hands out fences above every fence handed out before the restore.
--- The insert gets the floor alone, so a row deleted outside fence cannot
--- restart the lease at a fence handed out before either.
-WITH clock AS (
+WITH clock AS MATERIALIZED (
     SELECT {{now_ms}} AS now_ms, {{floor_us}} AS floor_us
 ),
-cur AS (
-    SELECT l.owner_token, l.holder, l.fence_token, l.state, l.leased_until_ms, l.acquired_at_ms, l.updated_at_ms
-    FROM {{prefix}}leases AS l
-    WHERE l.lease_name = $1::text
-),
 won AS (
-    INSERT INTO {{prefix}}leases AS l
-        (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms, renew_count, holder)
-    SELECT $1::text, $2::text, clock.floor_us, 'held', clock.now_ms + $3::bigint, clock.now_ms, clock.now_ms, 0, $4::text
-    FROM clock
-    WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.leased_until_ms > clock.now_ms)
-    ON CONFLICT (lease_name) DO UPDATE SET
-        owner_token     = EXCLUDED.owner_token,
-        holder          = EXCLUDED.holder,
-        fence_token     = GREATEST(l.fence_token + 1, EXCLUDED.fence_token),
+    UPDATE {{prefix}}leases AS l
+    SET owner_token     = $2::text,
+        holder          = $4::text,
+        fence_token     = GREATEST(l.fence_token + 1, clock.floor_us),
         state           = 'held',
-        leased_until_ms = EXCLUDED.leased_until_ms,
-        acquired_at_ms  = EXCLUDED.acquired_at_ms,
-        updated_at_ms   = EXCLUDED.updated_at_ms,
+        leased_until_ms = clock.now_ms + $3::bigint,
+        acquired_at_ms  = clock.now_ms,
+        updated_at_ms   = clock.now_ms,
         renew_count     = 0
-    WHERE l.leased_until_ms <= EXCLUDED.acquired_at_ms
-    RETURNING l.fence_token, l.leased_until_ms
+    FROM clock
+    WHERE l.lease_name = $1::text AND l.leased_until_ms <= clock.now_ms
+    RETURNING l.fence_token, l.leased_until_ms, clock.now_ms
 )
--- Acquired: the new generation. Not acquired: cur's row as the holder; the
--- caller treats a missing or expired cur row as "holder unknown" (we lost a
--- race to a generation our snapshot cannot see).
-SELECT true, won.fence_token, won.leased_until_ms, clock.now_ms,
+-- Acquired: the new generation. Not acquired: the snapshot's row as the
+-- holder (NULLs when there is no row: the caller then runs
+-- lease_acquire_new.sql); the caller treats an expired row as "holder
+-- unknown" (we lost a race to a generation our snapshot cannot see).
+SELECT true, won.fence_token, won.leased_until_ms, won.now_ms,
        NULL::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text
-FROM won CROSS JOIN clock
+FROM won
 UNION ALL
 SELECT false, cur.fence_token, cur.leased_until_ms, clock.now_ms,
        cur.owner_token::text, cur.state::text, cur.acquired_at_ms, cur.updated_at_ms, cur.holder::text
-FROM clock LEFT JOIN cur ON true
+FROM clock LEFT JOIN {{prefix}}leases AS cur ON cur.lease_name = $1::text
 WHERE NOT EXISTS (SELECT 1 FROM won)

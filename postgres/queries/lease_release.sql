@@ -1,21 +1,25 @@
--- Release. $1 name, $2 owner, $3 fence. leased_until 0 (not now) so that a
--- backwards step of the database clock cannot make the lease valid again.
--- The row is locked before the clock is read, for the reason given in
--- lease_renew.sql: a release that waited past the expiry reports false.
+-- Release in one plain UPDATE of the lease row. $1 name, $2 owner, $3
+-- fence. leased_until 0 (not now) so that a backwards step of the database
+-- clock cannot make the lease valid again. One row when released.
+--
+-- The verdict and its re-check after a lock wait are lease_renew.sql's: a
+-- release that waited for a fenced transaction past the expiry fails with
+-- the marker "fence: waited past expiry" and the driver runs
+-- lease_release_locked.sql, which reports false.
+--
 -- {{notify}} wakes waiters of other processes when one is present (see
 -- handoff.go): pg_notify is delivered when this statement commits.
-WITH target AS MATERIALIZED (
-    SELECT 1
-    FROM {{prefix}}leases
-    WHERE lease_name = $1::text AND owner_token = $2::text AND fence_token = $3::bigint
-    FOR NO KEY UPDATE
-),
-clock AS MATERIALIZED (
-    SELECT {{now_ms}} AS now_ms FROM (SELECT count(*) FROM target) AS locked
+WITH clock AS MATERIALIZED (
+    SELECT {{now_ms}} AS now_ms
 )
 UPDATE {{prefix}}leases AS l
 SET state = 'released', leased_until_ms = 0, updated_at_ms = clock.now_ms
 FROM clock
 WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
   AND l.leased_until_ms > clock.now_ms
-RETURNING {{notify}}
+RETURNING CASE
+    WHEN {{now_ms}} = clock.now_ms THEN 0
+    WHEN (SELECT s.leased_until_ms FROM {{prefix}}leases AS s WHERE s.lease_name = $1::text) > {{now_ms}} THEN 0
+    ELSE ('fence: waited past expiry of ' || l.lease_name)::bigint
+    END,
+    {{notify}}

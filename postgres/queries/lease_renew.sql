@@ -1,34 +1,44 @@
--- Renew. $1 name, $2 owner, $3 fence, $4 ttl ms.
+-- Renew in one plain UPDATE of the lease row. $1 name, $2 owner, $3 fence,
+-- $4 ttl ms. One row when renewed (the new leased_until and the instant it
+-- was judged at), none when the token does not hold a valid lease.
 --
--- The database clock is read once, after the row is locked. A renew can wait
--- for the row (a fenced transaction holds it FOR SHARE). When the holder of
--- that lock only locked the row, PostgreSQL does not re-check an UPDATE's
--- WHERE after the wait, so a clock read before the wait would let a renew
--- revive a lease that expired while it waited. target takes the row lock
--- first; clock reads the time only after target has produced all its rows
--- (the count); the UPDATE then judges the latest row version against that
--- instant (a row changed meanwhile is re-read by the UPDATE itself).
+-- The UPDATE judges validity at the clock instant it scans the row, and
+-- takes the row lock only then. Two kinds of wait can follow:
 --
--- clock always has one row, so a refusal also reports the database now in
--- the same round trip.
-WITH target AS MATERIALIZED (
-    SELECT 1
-    FROM {{prefix}}leases
-    WHERE lease_name = $1::text AND owner_token = $2::text AND fence_token = $3::bigint
-    FOR NO KEY UPDATE
-),
-clock AS MATERIALIZED (
-    SELECT {{now_ms}} AS now_ms FROM (SELECT count(*) FROM target) AS locked
-),
-renewed AS (
-    UPDATE {{prefix}}leases AS l
-    SET leased_until_ms = clock.now_ms + $4::bigint,
-        updated_at_ms   = clock.now_ms,
-        renew_count     = l.renew_count + 1
-    FROM clock
-    WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
-      AND l.leased_until_ms > clock.now_ms
-    RETURNING l.leased_until_ms
+-- - A concurrent transaction changed the row (a takeover, a revoke, a
+--   release, another renew of the same token): PostgreSQL re-evaluates the
+--   WHERE against the latest version under READ COMMITTED, so a renew
+--   racing a takeover matches nothing.
+-- - The holder of the lock only locked it (a fenced transaction holds the
+--   row FOR SHARE): nothing is re-evaluated, and the update goes ahead with
+--   the verdict from before the wait. If the lease expired during that wait
+--   the renew would revive it. RETURNING runs after the wait: when the
+--   clock has moved past the instant of the verdict it re-reads the
+--   leased_until the verdict was about (the snapshot's row, the row a
+--   lock-only wait updates) and, if that has passed by now, fails the whole
+--   statement with 22P02 and the marker "fence: waited past expiry", which
+--   rolls the renew back; the driver then runs lease_renew_locked.sql, which
+--   locks the row before it reads the clock. The same re-check can fail
+--   after a re-evaluated wait (the snapshot's row is older than the one
+--   updated): the fallback then decides again, only slower.
+--
+-- In the same millisecond as the verdict no wait past the expiry is
+-- possible (leased_until > now at millisecond resolution), so the common
+-- case reads the clock once more and nothing else.
+WITH clock AS MATERIALIZED (
+    SELECT {{now_ms}} AS now_ms
 )
-SELECT renewed.leased_until_ms, clock.now_ms
-FROM clock LEFT JOIN renewed ON true
+UPDATE {{prefix}}leases AS l
+SET leased_until_ms = clock.now_ms + $4::bigint,
+    updated_at_ms   = clock.now_ms,
+    renew_count     = l.renew_count + 1
+FROM clock
+WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
+  AND l.leased_until_ms > clock.now_ms
+RETURNING CASE
+    WHEN {{now_ms}} = clock.now_ms THEN l.leased_until_ms
+    WHEN (SELECT s.leased_until_ms FROM {{prefix}}leases AS s WHERE s.lease_name = $1::text) > {{now_ms}}
+        THEN l.leased_until_ms
+    ELSE ('fence: waited past expiry of ' || l.lease_name)::bigint
+    END,
+    clock.now_ms

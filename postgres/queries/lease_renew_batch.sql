@@ -2,7 +2,7 @@
 -- of equal length), $4 ttl ms. Returns one row per input element, in input
 -- order: leased_until_ms (NULL when refused) and now.
 --
--- As in lease_renew.sql, the rows are locked first and the clock is read once
+-- As in lease_renew_locked.sql, the rows are locked first and the clock is read once
 -- after all of them are locked, so that no renew judges validity by a time
 -- from before a lock wait. Rows are locked in name order, as the sweep locks
 -- them, so two batches or a batch and a sweep cannot deadlock on each other.
