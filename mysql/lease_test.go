@@ -417,14 +417,33 @@ func TestRenewAfterLockWaitDoesNotResurrect(t *testing.T) {
 			t.Parallel()
 			d := newDriver(t, viaOpen)
 			ctx := ctxT(t)
-			a := mustAcquire(t, d, "job", "A", 1000)
 			c := sessionConn(t, d.db, iso, 10)
-			tx, err := c.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok, err := d.LockTx(ctx, tx, a); err != nil || !ok {
-				t.Fatalf("lock: %v %v", ok, err)
+			// The lock must be taken before the short lease lapses: on a
+			// loaded machine that can take longer than a second, so a
+			// lease that lapsed first is tried again with twice the TTL.
+			var (
+				a    driver.TokenParams
+				tx   *sql.Tx
+				name string
+			)
+			for ttl := int64(1000); ; ttl *= 2 {
+				name = fmt.Sprint("job", ttl)
+				a = mustAcquire(t, d, name, "A", ttl)
+				var err error
+				if tx, err = c.BeginTx(ctx, nil); err != nil {
+					t.Fatal(err)
+				}
+				ok, err := d.LockTx(ctx, tx, a)
+				if err != nil {
+					t.Fatalf("lock: %v", err)
+				}
+				if ok {
+					break
+				}
+				tx.Rollback()
+				if ttl >= 64_000 {
+					t.Fatalf("lock: the lease lapsed before the lock at every TTL up to %d ms", ttl)
+				}
 			}
 			done := make(chan driver.RenewResult, 1)
 			go func() {
@@ -440,9 +459,9 @@ func TestRenewAfterLockWaitDoesNotResurrect(t *testing.T) {
 				t.Fatalf("renew did not wait for the share lock: %+v", r)
 			default:
 			}
-			// Let the lease lapse while the renew waits.
-			l, _, _ := d.LeaseGet(ctx, "job")
-			time.Sleep(time.Duration(l.LeasedUntilMs-l.NowMs+100) * time.Millisecond)
+			// Let the lease lapse, by the database clock, while the renew waits.
+			l, _, _ := d.LeaseGet(ctx, name)
+			waitDBPast(t, d, l.LeasedUntilMs+1)
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
