@@ -282,16 +282,8 @@ func TestGuardUsesCurrentTimeInsideTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := newDriver(t)
-	tok := acquire(t, d, "job", 150*time.Millisecond)
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
-		t.Fatalf("LockTx = %v, %v", ok, err)
-	}
-	time.Sleep(250 * time.Millisecond)
+	tok, tx, until := acquireLocked(t, d, "job", 150*time.Millisecond)
+	waitDBPast(t, d, until+1)
 	var stale bool
 	if err := tx.QueryRow(fmt.Sprintf(`SELECT leased_until_ms > (extract(epoch FROM now()) * 1000)::bigint FROM %sleases`, d.prefix)).Scan(&stale); err != nil {
 		t.Fatal(err)
@@ -459,15 +451,7 @@ func TestRenewAfterLockWaitPastExpiryFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := newDriver(t)
-	tok := acquire(t, d, "job", 300*time.Millisecond)
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
-		t.Fatalf("LockTx = %v, %v", ok, err)
-	}
+	tok, tx, until := acquireLocked(t, d, "job", 300*time.Millisecond)
 	solo, pid := soloDriver(t, d)
 	done := make(chan struct{})
 	var r driver.RenewResult
@@ -477,7 +461,7 @@ func TestRenewAfterLockWaitPastExpiryFails(t *testing.T) {
 		r, rerr = solo.LeaseRenew(ctx, tok, 60_000)
 	}()
 	waitLocked(t, d.db, pid)
-	time.Sleep(400 * time.Millisecond) // past the expiry while the renew waits
+	waitDBPast(t, d, until+1) // past the expiry while the renew waits
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -493,16 +477,8 @@ func TestTakeoverWaitsForFencedTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := newDriver(t)
-	tok := acquire(t, d, "job", 200*time.Millisecond)
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
-		t.Fatalf("LockTx = %v, %v", ok, err)
-	}
-	time.Sleep(250 * time.Millisecond) // expired, but still share-locked
+	tok, tx, until := acquireLocked(t, d, "job", 200*time.Millisecond)
+	waitDBPast(t, d, until+1) // expired, but still share-locked
 	solo, pid := soloDriver(t, d)
 	done := make(chan struct{})
 	var r driver.AcquireResult
