@@ -211,3 +211,11 @@ func waitDBPast(t testing.TB, d *Driver, ms int64) {
 		time.Sleep(time.Duration(ms-n+1) * time.Millisecond)
 	}
 }
+
+// expireNow ends name's lease at the database's now, as its TTL would:
+// tests use a long TTL and this, instead of a short TTL that a loaded
+// machine can outlast before the lease was used.
+func expireNow(t testing.TB, d *Driver, name string) {
+	t.Helper()
+	d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = $1 WHERE lease_name = $2`, now(t, d), name)
+}
