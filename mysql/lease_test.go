@@ -395,6 +395,16 @@ func dbNow(t testing.TB, d *Driver) int64 {
 	return now
 }
 
+// expireNow ends name's lease at the database's now, as its TTL would:
+// tests use a long TTL and this, instead of a short TTL that a loaded
+// machine can outlast before the lease was used.
+func expireNow(t testing.TB, d *Driver, name string) {
+	t.Helper()
+	if _, err := d.db.ExecContext(ctxT(t), "UPDATE "+d.prefix+"leases SET leased_until_ms = ? WHERE lease_name = ?", dbNow(t, d), name); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitDBPast waits until the database clock reads ms or later: a lease
 // leased until ms has lapsed then.
 func waitDBPast(t testing.TB, d *Driver, ms int64) {
