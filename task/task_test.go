@@ -137,7 +137,11 @@ func TestCancelThenResume(t *testing.T) {
 func TestExecuteStopsWhenSuperseded(t *testing.T) {
 	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
 		fs := b.Open(t)
-		ts, err := task.New(fs, task.WithTTL(900*time.Millisecond))
+		// A one-minute TTL with renewals every 50 ms: the revoke is seen at
+		// the next renewal, and a loaded machine cannot miss a 600 ms renew
+		// deadline (TTL 900 ms) first, in this run or in the one that must
+		// complete.
+		ts, err := task.New(fs, task.WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +155,7 @@ func TestExecuteStopsWhenSuperseded(t *testing.T) {
 			}
 			<-ctx.Done() // the runner notices the revoked lease at its next renewal
 			return context.Cause(ctx)
-		})
+		}, fence.WithRenewEvery(50*time.Millisecond), fence.WithCallTimeout(20*time.Second))
 		if err != nil || res.Outcome != fence.Lost || !errors.Is(res.Err, fence.ErrLost) {
 			t.Fatalf("%+v %v", res, err)
 		}
