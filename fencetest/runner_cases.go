@@ -113,13 +113,16 @@ func runnerRevoked(t *testing.T, b Backend) {
 	ctx := ctxT(t)
 	var lostCalls int
 	var mu sync.Mutex
-	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
+	r, err := fence.Run(ctx, s, "job", func(jctx context.Context) error {
+		// An operator's revoke, on its own context: on the job's, the
+		// runner's next renewal can see the revoke commit and cancel it
+		// before the revoke's answer is read (then "outcome unknown").
 		if _, err := s.Revoke(ctx, "job"); err != nil {
 			return err
 		}
 		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		case <-jctx.Done():
+			return context.Cause(jctx)
 		case <-time.After(20 * time.Second):
 			return errors.New("job was not cancelled after its lease was revoked")
 		}

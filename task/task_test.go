@@ -150,7 +150,9 @@ func TestExecuteStopsWhenSuperseded(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := ts.Execute(ctx, "t", func(ctx context.Context, e task.Epoch) error {
-			if _, err := ts.Replan(ctx, "t", task.Plan{Model: "new"}); err != nil {
+			// Not on the job's context: the runner's next renewal can see the
+			// replan's revoke and cancel that context before its answer is read.
+			if _, err := ts.Replan(context.WithoutCancel(ctx), "t", task.Plan{Model: "new"}); err != nil {
 				return err
 			}
 			<-ctx.Done() // the runner notices the revoked lease at its next renewal
