@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,9 +98,14 @@ func (d *lostReply) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs 
 // heldThenDown answers the first acquire for real and then cannot connect,
 // as when the deadline cuts a redial short: nothing was sent, so each
 // failure is definite and retryable.
+//
+// When expire is set, the second attempt ends the wait's deadline before it
+// fails, so the deadline falls after an unanswered attempt whatever the
+// machine's speed.
 type heldThenDown struct {
 	driver.Driver
-	calls int
+	calls  int
+	expire func()
 }
 
 var errDial = errors.New("dial tcp 127.0.0.1:5432: i/o timeout")
@@ -109,7 +115,35 @@ func (d *heldThenDown) LeaseAcquire(ctx context.Context, p driver.AcquireParams)
 	if d.calls == 1 {
 		return d.Driver.LeaseAcquire(ctx, p)
 	}
+	if d.calls == 2 && d.expire != nil {
+		d.expire()
+	}
 	return driver.AcquireResult{}, errDial
+}
+
+// expiringCtx is a context whose deadline passes when expire is called, not
+// at a time: a test decides at which step the deadline ends a wait.
+type expiringCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) expire() { c.once.Do(func() { close(c.done) }) }
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 func (d *heldThenDown) IsServerError(err error) bool {
@@ -129,10 +163,12 @@ func TestAcquireWaitKeepsLastHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &heldThenDown{Driver: s.drv}
+	// The deadline passes during the second attempt, which is not answered:
+	// a real timeout (300 ms here once) could pass during the first attempt
+	// on a loaded machine, before any ErrHeld was seen.
+	wctx := newExpiringCtx()
+	fake := &heldThenDown{Driver: s.drv, expire: wctx.expire}
 	s.drv = fake
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
 	_, err = s.AcquireWait(wctx, "a", time.Minute)
 	if fake.calls < 2 {
 		t.Fatalf("only %d attempts", fake.calls)

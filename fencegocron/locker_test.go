@@ -140,15 +140,18 @@ func TestLockerKeepsLeaseForMinHold(t *testing.T) {
 	})
 }
 
-// A run longer than the TTL keeps its lease: it is renewed while the job
-// runs, the other scheduler is refused throughout, the run's fenced write
-// is accepted, and Unlock after the min hold releases at once.
+// A long run keeps its lease: it is renewed while the job runs (the job
+// waits until it has seen the expiry move forward three times), the other
+// scheduler is refused throughout, the run's fenced write is accepted, and
+// Unlock after the min hold releases at once. The TTL is a minute with
+// renewals every 50 ms: at a TTL of 600 ms a loaded machine answered no
+// renewal within the 400 ms renew deadline, and the run was rightly stopped.
 func TestLockerRenewsLongRun(t *testing.T) {
 	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
 		c := newCluster(t, b)
 		tbl := c.counter(t)
 		sa := c.replica(t)
-		opts := []fencegocron.Option{fencegocron.WithTTL(600 * time.Millisecond), fencegocron.WithMinHold(0)}
+		opts := []fencegocron.Option{fencegocron.WithTTL(time.Minute), fencegocron.WithRenewEvery(50 * time.Millisecond), fencegocron.WithMinHold(0)}
 		la, _ := fencegocron.NewLocker(sa, opts...)
 		lb, _ := fencegocron.NewLocker(c.replica(t), opts...)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -159,10 +162,26 @@ func TestLockerRenewsLongRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = la.Job(func(ctx context.Context, tok fence.Token) error {
-			for range 6 { // 1.5 s, 2.5 TTLs
-				time.Sleep(250 * time.Millisecond)
+			first, err := c.admin.Get(ctx, tok.Lease)
+			if err != nil {
+				return err
+			}
+			last := first.ExpiresAt
+			for renewals := 0; renewals < 3 && ctx.Err() == nil; {
 				if _, err := lb.Lock(ctx, "long"); !errors.Is(err, fence.ErrHeld) {
 					t.Errorf("other scheduler during the run: err = %v, want ErrHeld", err)
+				}
+				time.Sleep(10 * time.Millisecond) // a poll: the renewals are counted, not timed
+				info, err := c.admin.Get(ctx, tok.Lease)
+				if err != nil {
+					return err
+				}
+				if info.Fence != tok.Fence {
+					t.Fatalf("lease changed hands during the run: %+v", info)
+				}
+				if info.ExpiresAt.After(last) {
+					renewals++
+					last = info.ExpiresAt
 				}
 			}
 			if ctx.Err() != nil {
@@ -195,7 +214,10 @@ func TestLockerLostLeaseCancelsRun(t *testing.T) {
 		c := newCluster(t, b)
 		tbl := c.counter(t)
 		sa := c.replica(t)
-		la, _ := fencegocron.NewLocker(sa, fencegocron.WithTTL(900*time.Millisecond))
+		// The revocation is seen at the next renewal (every 50 ms); the TTL and
+		// renew deadline are long so that a slow renewal on a loaded machine
+		// cannot end the run as unproven first (at 900 ms it could).
+		la, _ := fencegocron.NewLocker(sa, fencegocron.WithTTL(time.Minute), fencegocron.WithRenewEvery(50*time.Millisecond))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 
@@ -209,8 +231,8 @@ func TestLockerLostLeaseCancelsRun(t *testing.T) {
 			}
 			select {
 			case <-jctx.Done():
-			case <-time.After(3 * time.Second):
-				t.Fatal("job context not cancelled within 3s of the revocation")
+			case <-time.After(30 * time.Second):
+				t.Fatal("job context not cancelled within 30s of the revocation")
 			}
 			if cause := context.Cause(jctx); !errors.Is(cause, fence.ErrLost) {
 				t.Errorf("cancellation cause = %v, want ErrLost", cause)

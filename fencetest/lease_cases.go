@@ -119,8 +119,8 @@ func acquireHeld(t *testing.T, b Backend) {
 func oldOwnerRefusedAfterTakeover(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	a := mustAcquire(t, s, "admin:reconciliation", 150*time.Millisecond)
-	time.Sleep(400 * time.Millisecond)
+	a := mustAcquire(t, s, "admin:reconciliation", long)
+	lapse(t, s, a)
 	bt := mustAcquire(t, s, "admin:reconciliation", long)
 	wantAbove(t, "takeover", bt.Fence, a.Fence)
 	_, err := s.Renew(ctx, a, long)
@@ -191,15 +191,15 @@ func expiryScript(t *testing.T, s *fence.Store) []string {
 			t.Fatalf("%s: %v", step, err)
 		}
 	}
-	// 1 s: the two calls that expect A still valid must fit in it on a
-	// loaded machine (race detector, two cores, other suites running).
-	a, err := s.Acquire(ctx, "job", time.Second)
+	// A long TTL ended by lapse: the calls that expect A still valid
+	// cannot be outlasted by a loaded machine (at 1 s they could be).
+	a, err := s.Acquire(ctx, "job", long)
 	rec("A acquire", err)
 	_, err = s.Acquire(ctx, "job", long)
 	rec("B acquire while A valid", err)
 	held, err := s.IsHeld(ctx, a.Token)
 	rec(fmt.Sprintf("A held=%v", held), err)
-	time.Sleep(1300 * time.Millisecond)
+	lapse(t, s, a.Token)
 	held, err = s.IsHeld(ctx, a.Token)
 	rec(fmt.Sprintf("A held after ttl=%v", held), err)
 	_, err = s.Renew(ctx, a.Token, long)
@@ -248,9 +248,9 @@ func fenceMonotonic(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	fences = append(fences, rf)
-	a = mustAcquire(t, s, "job", 50*time.Millisecond)
+	a = mustAcquire(t, s, "job", long)
 	fences = append(fences, a.Fence)
-	time.Sleep(200 * time.Millisecond) // expire without release
+	lapse(t, s, a) // expire without release
 	a = mustAcquire(t, s, "job", long)
 	fences = append(fences, a.Fence)
 	// A new connection pool over the same tables, as after a restart.
@@ -310,8 +310,8 @@ func lostReasons(t *testing.T, b Backend) {
 	wantLost(t, err, fence.LostReleased, a.Fence)
 	wantLost(t, s.Release(ctx, a), fence.LostReleased, a.Fence)
 
-	e := mustAcquire(t, s, "expired", 50*time.Millisecond)
-	time.Sleep(250 * time.Millisecond)
+	e := mustAcquire(t, s, "expired", long)
+	lapse(t, s, e)
 	_, err = s.Renew(ctx, e, long)
 	wantLost(t, err, fence.LostExpired, e.Fence)
 	wantLost(t, s.Check(ctx, e), fence.LostExpired, e.Fence)
@@ -398,12 +398,12 @@ func getAndList(t *testing.T, b Backend) {
 	if err := s.Release(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	mustAcquire(t, s, "a-expired", 50*time.Millisecond)
+	ae := mustAcquire(t, s, "a-expired", long)
 	mustAcquire(t, s, "d-revoked", long)
 	if _, err := s.Revoke(ctx, "d-revoked"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	lapse(t, s, ae)
 	ls, err := s.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -650,13 +650,15 @@ func acquireWait(t *testing.T, b Backend) {
 }
 
 func acquireWaitCtx(t *testing.T, b Backend) {
-	s := b.Open(t, prefix())
-	mustAcquire(t, s, "job", long)
+	p := prefix()
+	mustAcquire(t, b.Open(t, p), "job", long)
 	// The deadline can cut the last attempt short (CI saw a new connection's
 	// dial outlast it); the error still says who held the lease, from the
-	// attempts that were answered.
-	ctx, cancel := contextWithTimeout(t, time.Second)
-	defer cancel()
+	// attempts that were answered. The deadline passes when the first
+	// attempt has been refused: a one-second timeout could pass before a
+	// loaded machine had answered any.
+	ctx := newExpiringCtx(ctxT(t))
+	s := b.Open(t, p, fence.WithObserver(expireOnHeld{ctx}))
 	_, err := s.AcquireWait(ctx, "job", long)
 	if !errors.Is(err, fence.ErrHeld) || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() == nil {
 		t.Fatalf("AcquireWait after deadline: %v", err)

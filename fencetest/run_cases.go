@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/fencekit/fence"
 )
@@ -21,13 +20,14 @@ func runCases() []suiteCase {
 func runLedger(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	// 1 s, so StartRun fits in it on a loaded machine.
-	a := mustAcquire(t, s, "admin:reconciliation", time.Second)
+	// A long TTL ended by lapse, so StartRun cannot be outlasted by a
+	// loaded machine (at 1 s it could be).
+	a := mustAcquire(t, s, "admin:reconciliation", long)
 	ra, err := s.StartRun(ctx, a, map[string]string{"phase": "scan"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond) // A pauses past its TTL
+	lapse(t, s, a) // A pauses past its TTL
 	bt := mustAcquire(t, s, "admin:reconciliation", long)
 	rb, err := s.StartRun(ctx, bt, nil)
 	if err != nil {
@@ -61,12 +61,12 @@ func runLedger(t *testing.T, b Backend) {
 	}
 	// A finish for the holder's own run after it expired, with nobody else:
 	// refused and the run marked lost.
-	c := mustAcquire(t, s, "other", time.Second)
+	c := mustAcquire(t, s, "other", long)
 	rc, err := s.StartRun(ctx, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	lapse(t, s, c)
 	if err := s.FinishRun(ctx, c, rc, fence.Completion{Err: errors.New("x")}); !errors.Is(err, fence.ErrLost) {
 		t.Fatalf("expired completion: %v", err)
 	}
@@ -108,9 +108,9 @@ func runSweep(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
 	// The dead lease must outlive its own StartRun even on a loaded machine
-	// (at 50 ms a slow StartRun was refused and the sweep found nothing).
-	const deadTTL = time.Second
-	dead := mustAcquire(t, s, "dead", deadTTL)
+	// (at 50 ms a slow StartRun was refused and the sweep found nothing):
+	// a long TTL, ended by lapse.
+	dead := mustAcquire(t, s, "dead", long)
 	rd, err := s.StartRun(ctx, dead, nil)
 	if err != nil {
 		t.Fatalf("start run of dead: %v", err)
@@ -120,7 +120,7 @@ func runSweep(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("start run of live: %v", err)
 	}
-	time.Sleep(deadTTL + 250*time.Millisecond)
+	lapse(t, s, dead)
 	n, err := s.SweepRuns(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)

@@ -3,6 +3,7 @@ package fencetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -66,21 +67,44 @@ func runnerNotAcquired(t *testing.T, b Backend) {
 	}
 }
 
+// The runner renews while the job runs: the lease's expiry moves forward
+// past the one the acquisition set, three times, and the run completes.
+// The renewals come every 50 ms but the TTL is a minute: a loaded machine
+// that answers a renewal late (at a TTL of 1.5 s one was not answered within
+// the 1 s renew deadline) cannot fail the case, and the job waits for the
+// renewals it expects, not for a time.
 func runnerRenews(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
+	var renewals int
 	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
-		select {
-		case <-time.After(4500 * time.Millisecond): // three TTLs, about nine renewals
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		first, err := s.Get(ctx, "job")
+		if err != nil {
+			return err
 		}
-		// At 600 ms a loaded CI machine saw no renewal answer within the 400 ms
-		// renew deadline, and the runner rightly stopped the job.
-	}, fence.WithTTL(1500*time.Millisecond))
+		last := first.ExpiresAt
+		for renewals < 3 {
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			info, err := s.Get(ctx, "job")
+			if err != nil {
+				return err
+			}
+			if info.Fence != first.Fence || info.State != fence.StateHeld {
+				return fmt.Errorf("lease changed hands during the run: %+v, was %+v", info, first)
+			}
+			if info.ExpiresAt.After(last) {
+				renewals++
+				last = info.ExpiresAt
+			}
+		}
+		return nil
+	}, fence.WithTTL(time.Minute), fence.WithRenewEvery(50*time.Millisecond), fence.WithCallTimeout(20*time.Second))
 	if err != nil || r.Outcome != fence.Completed {
-		t.Fatalf("%+v %v", r, err)
+		t.Fatalf("%+v %v (renewals seen %d)", r, err, renewals)
 	}
 }
 
@@ -89,19 +113,24 @@ func runnerRevoked(t *testing.T, b Backend) {
 	ctx := ctxT(t)
 	var lostCalls int
 	var mu sync.Mutex
-	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
+	r, err := fence.Run(ctx, s, "job", func(jctx context.Context) error {
+		// An operator's revoke, on its own context: on the job's, the
+		// runner's next renewal can see the revoke commit and cancel it
+		// before the revoke's answer is read (then "outcome unknown").
 		if _, err := s.Revoke(ctx, "job"); err != nil {
 			return err
 		}
 		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		case <-jctx.Done():
+			return context.Cause(jctx)
 		case <-time.After(20 * time.Second):
 			return errors.New("job was not cancelled after its lease was revoked")
 		}
-		// 3 s, not less: the revoke is seen at the first renewal (TTL/3), and a
-		// loaded CI machine at 900 ms missed the 600 ms renew deadline first.
-	}, fence.WithTTL(3*time.Second), fence.OnLost(func(fence.Token, error) { mu.Lock(); lostCalls++; mu.Unlock() }))
+		// The revoke is seen at the next renewal. A long TTL and renew
+		// deadline with frequent renewals: at a TTL of 900 ms a loaded CI
+		// machine missed the 600 ms renew deadline before the revoke was seen
+		// (and at 3 s it still could).
+	}, fence.WithTTL(time.Minute), fence.WithRenewEvery(50*time.Millisecond), fence.WithCallTimeout(20*time.Second), fence.OnLost(func(fence.Token, error) { mu.Lock(); lostCalls++; mu.Unlock() }))
 	var le *fence.LostError
 	if err != nil || r.Outcome != fence.Lost || !errors.As(r.Err, &le) || le.Reason != fence.LostRevoked {
 		t.Fatalf("%+v %v", r, err)
@@ -125,7 +154,10 @@ func runnerRevoked(t *testing.T, b Backend) {
 func runnerUnproven(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	ctx := ctxT(t)
-	ttl := 900 * time.Millisecond
+	// A renew deadline far below the TTL: the check that the job is cancelled
+	// before the lease could lapse holds on a loaded machine (at a TTL of
+	// 900 ms the margin was 300 ms of scheduling).
+	ttl, deadline := time.Minute, time.Second
 	var cancelledAfter time.Duration
 	r, err := fence.Run(ctx, s, "job", func(ctx context.Context) error {
 		start := time.Now()
@@ -133,11 +165,11 @@ func runnerUnproven(t *testing.T, b Backend) {
 		<-ctx.Done()
 		cancelledAfter = time.Since(start)
 		return context.Cause(ctx)
-	}, fence.WithTTL(ttl))
+	}, fence.WithTTL(ttl), fence.WithRenewEvery(100*time.Millisecond), fence.WithRenewDeadline(deadline))
 	if err != nil || r.Outcome != fence.Lost || !errors.Is(r.Err, fence.ErrUnproven) || !errors.Is(r.Err, fence.ErrLost) {
 		t.Fatalf("%+v %v", r, err)
 	}
-	// Cancelled at the deadline (2/3 TTL after the acquire), before the TTL.
+	// Cancelled at the renew deadline after the acquire, before the TTL.
 	if cancelledAfter >= ttl {
 		t.Fatalf("job cancelled %v after the database went away; the lease could lapse at %v", cancelledAfter, ttl)
 	}
@@ -172,35 +204,93 @@ func runnerRejected(t *testing.T, b Backend) {
 	}
 }
 
+// Two replicas schedule one job every second on a clock the test moves:
+// at each slot both wake, one runs the job and the other finds the lease
+// held. The minimum hold is a minute, so a replica that wakes late (a loaded
+// machine) still finds the slot taken; the test ends each hold with a revoke
+// once both replicas are asleep again, before it moves to the next slot.
+// (On the real clock, 3.5 s for two slots with a 0.5 s hold was a bet on the
+// machine's speed.)
 func scheduleOnce(t *testing.T, b Backend) {
 	p := prefix()
-	ctx, cancel := context.WithTimeout(ctxT(t), 3500*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
+	clk := newStepClock(time.Date(2030, 1, 1, 0, 0, 0, 500_000_000, time.UTC))
+	type report struct {
+		replica int
+		outcome fence.RunOutcome
+		err     error
+	}
 	var mu sync.Mutex
 	slots := map[int64][]int{}
+	var reports []report
 	var wg sync.WaitGroup
+	admin := b.Open(t, p)
 	for replica := 0; replica < 2; replica++ {
-		s := b.Open(t, p)
+		s := b.Open(t, p, fence.WithClock(clk))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := fence.Schedule(ctx, s, "every-second", "@every 1s", func(ctx context.Context) error {
-				slot := time.Now().Truncate(time.Second).Unix()
+				slot := clk.Now().Truncate(time.Second).Unix()
 				mu.Lock()
 				slots[slot] = append(slots[slot], replica)
 				mu.Unlock()
 				return nil
-			}, fence.WithTTL(3*time.Second))
-			if !errors.Is(err, context.DeadlineExceeded) {
+			}, fence.WithTTL(time.Minute), fence.WithMinHold(time.Minute),
+				fence.OnFinished(func(r fence.Result) {
+					mu.Lock()
+					reports = append(reports, report{replica, r.Outcome, r.Err})
+					mu.Unlock()
+				}))
+			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Schedule returned %v", err)
 			}
 		}()
 	}
+	waitAsleep := func(what string) {
+		t.Helper()
+		for clk.sleeping() < 2 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: the replicas did not both go back to sleep: %v", what, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	const rounds = 3
+	for i := range rounds {
+		waitAsleep(fmt.Sprintf("before slot %d", i+1))
+		// The jitter is at most period/20 (50 ms): both wake at +100 ms.
+		clk.advance(clk.Now().Truncate(time.Second).Add(time.Second + 100*time.Millisecond))
+		waitAsleep(fmt.Sprintf("after slot %d", i+1))
+		mu.Lock()
+		got := reports
+		reports = nil
+		mu.Unlock()
+		ran, refused := 0, 0
+		for _, r := range got {
+			switch {
+			case r.outcome == fence.Completed:
+				ran++
+			case r.outcome == fence.NotAcquired && errors.Is(r.err, fence.ErrHeld):
+				refused++
+			}
+		}
+		if len(got) != 2 || ran != 1 || refused != 1 {
+			t.Fatalf("slot %d: want one run and one refusal, got %+v", i+1, got)
+		}
+		// End the winner's minimum hold, so the next slot can be taken.
+		if _, err := admin.Revoke(ctx, "every-second"); err != nil {
+			t.Fatalf("revoke after slot %d: %v", i+1, err)
+		}
+	}
+	cancel()
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(slots) < 2 {
-		t.Fatalf("only %d slots ran in 3.5 s: %v", len(slots), slots)
+	if len(slots) != rounds {
+		t.Fatalf("%d slots ran, want %d: %v", len(slots), rounds, slots)
 	}
 	for slot, who := range slots {
 		if len(who) != 1 {

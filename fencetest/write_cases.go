@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencekit/fence"
 )
@@ -107,8 +106,8 @@ func fencedUpdate(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	// An expired token is refused even before anyone takes over.
-	e := mustAcquire(t, s, "short", 50*time.Millisecond)
-	time.Sleep(250 * time.Millisecond)
+	e := mustAcquire(t, s, "short", long)
+	lapse(t, s, e)
 	_, err = s.Exec(ctx, e, sqlf(s, "UPDATE "+tbl+" SET val = ? WHERE id = ? AND {{fence}}"), "expired", 2)
 	wantLost(t, err, fence.LostExpired, e.Fence)
 	if v := val(t, s, tbl, 2); v != "init" {

@@ -334,18 +334,32 @@ func TestRenewReleaseIsHeldConditions(t *testing.T) {
 	})
 }
 
-// Expiry is decided by the database clock alone.
+// Expiry is decided by the database clock alone. The test waits for the
+// database clock to pass each lease's expiry instead of sleeping a guess,
+// and asserts that a short lease is held only where the database clock
+// says it must be (a loaded machine can take longer than 50 ms between the
+// acquire and the next statement).
 func TestExpiryByDatabaseClock(t *testing.T) {
 	forEachHandle(t, func(t *testing.T, d *Driver) {
 		ctx := ctxT(t)
 		for _, ttl := range []int64{50, 100, 200} {
 			name := fmt.Sprint("ttl", ttl)
 			a := mustAcquire(t, d, name, "A", ttl)
-			if ok, _ := d.LeaseIsHeld(ctx, a); !ok {
-				t.Fatalf("ttl %d: not held right after acquire", ttl)
+			l, _, err := d.LeaseGet(ctx, name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			l, _, _ := d.LeaseGet(ctx, name)
-			time.Sleep(time.Duration(l.LeasedUntilMs-l.NowMs+30) * time.Millisecond)
+			if l.LeasedUntilMs > l.NowMs+ttl {
+				t.Errorf("ttl %d: leased until %d, more than the TTL after the database's now %d", ttl, l.LeasedUntilMs, l.NowMs)
+			}
+			if ok, err := d.LeaseIsHeld(ctx, a); err != nil {
+				t.Fatal(err)
+			} else if !ok {
+				if now := dbNow(t, d); now < l.LeasedUntilMs {
+					t.Fatalf("ttl %d: not held at %d, before its expiry %d", ttl, now, l.LeasedUntilMs)
+				}
+			}
+			waitDBPast(t, d, l.LeasedUntilMs)
 			if ok, _ := d.LeaseIsHeld(ctx, a); ok {
 				t.Errorf("ttl %d: still held after expiry", ttl)
 			}
@@ -363,18 +377,54 @@ func TestExpiryByDatabaseClock(t *testing.T) {
 				t.Errorf("ttl %d: takeover fence %d", ttl, b.Fence)
 			}
 		}
-		// A renewal keeps a short lease alive past its first expiry.
-		a := mustAcquire(t, d, "kept", "A", 500)
-		for range 8 {
-			time.Sleep(100 * time.Millisecond)
-			if r, err := d.LeaseRenew(ctx, a, 500); err != nil || !r.Renewed {
-				t.Fatalf("renew: %+v %v", r, err)
-			}
+		// A renewal extends the lease from the database's now, past the
+		// expiry the acquisition set.
+		a := mustAcquire(t, d, "kept", "A", 60_000)
+		l, _, err := d.LeaseGet(ctx, "kept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDBPast(t, d, l.NowMs+5)
+		r, err := d.LeaseRenew(ctx, a, 60_000)
+		if err != nil || !r.Renewed || r.LeasedUntilMs <= l.LeasedUntilMs {
+			t.Fatalf("renew: %+v %v, first expiry %d", r, err, l.LeasedUntilMs)
 		}
 		if ok, _ := d.LeaseIsHeld(ctx, a); !ok {
 			t.Error("renewed lease lapsed")
 		}
 	})
+}
+
+func dbNow(t testing.TB, d *Driver) int64 {
+	t.Helper()
+	now, err := d.Now(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// expireNow ends name's lease at the database's now, as its TTL would:
+// tests use a long TTL and this, instead of a short TTL that a loaded
+// machine can outlast before the lease was used.
+func expireNow(t testing.TB, d *Driver, name string) {
+	t.Helper()
+	if _, err := d.db.ExecContext(ctxT(t), "UPDATE "+d.prefix+"leases SET leased_until_ms = ? WHERE lease_name = ?", dbNow(t, d), name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDBPast waits until the database clock reads ms or later: a lease
+// leased until ms has lapsed then.
+func waitDBPast(t testing.TB, d *Driver, ms int64) {
+	t.Helper()
+	for {
+		now := dbNow(t, d)
+		if now >= ms {
+			return
+		}
+		time.Sleep(time.Duration(ms-now+1) * time.Millisecond)
+	}
 }
 
 // A renew that waited for the row lock behind a fenced transaction judges
@@ -386,14 +436,33 @@ func TestRenewAfterLockWaitDoesNotResurrect(t *testing.T) {
 			t.Parallel()
 			d := newDriver(t, viaOpen)
 			ctx := ctxT(t)
-			a := mustAcquire(t, d, "job", "A", 1000)
 			c := sessionConn(t, d.db, iso, 10)
-			tx, err := c.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok, err := d.LockTx(ctx, tx, a); err != nil || !ok {
-				t.Fatalf("lock: %v %v", ok, err)
+			// The lock must be taken before the short lease lapses: on a
+			// loaded machine that can take longer than a second, so a
+			// lease that lapsed first is tried again with twice the TTL.
+			var (
+				a    driver.TokenParams
+				tx   *sql.Tx
+				name string
+			)
+			for ttl := int64(1000); ; ttl *= 2 {
+				name = fmt.Sprint("job", ttl)
+				a = mustAcquire(t, d, name, "A", ttl)
+				var err error
+				if tx, err = c.BeginTx(ctx, nil); err != nil {
+					t.Fatal(err)
+				}
+				ok, err := d.LockTx(ctx, tx, a)
+				if err != nil {
+					t.Fatalf("lock: %v", err)
+				}
+				if ok {
+					break
+				}
+				tx.Rollback()
+				if ttl >= 64_000 {
+					t.Fatalf("lock: the lease lapsed before the lock at every TTL up to %d ms", ttl)
+				}
 			}
 			done := make(chan driver.RenewResult, 1)
 			go func() {
@@ -409,9 +478,9 @@ func TestRenewAfterLockWaitDoesNotResurrect(t *testing.T) {
 				t.Fatalf("renew did not wait for the share lock: %+v", r)
 			default:
 			}
-			// Let the lease lapse while the renew waits.
-			l, _, _ := d.LeaseGet(ctx, "job")
-			time.Sleep(time.Duration(l.LeasedUntilMs-l.NowMs+100) * time.Millisecond)
+			// Let the lease lapse, by the database clock, while the renew waits.
+			l, _, _ := d.LeaseGet(ctx, name)
+			waitDBPast(t, d, l.LeasedUntilMs+1)
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fencekit/fence/internal/driver"
 )
@@ -104,15 +103,15 @@ func TestRunLedger(t *testing.T) {
 
 		// Sweep: a running run whose generation lapsed becomes lost; a valid
 		// one stays.
-		c := mustAcquire(t, d, "short", "C", 1000)
+		// (A minute and an explicit expiry: a 1 s lease could lapse before
+		// the first sweep on a loaded machine.)
+		c := mustAcquire(t, d, "short", "C", 60_000)
 		idShort, _, _ := d.RunStart(ctx, driver.StartRunParams{Token: c})
 		idValid, _, _ := d.RunStart(ctx, driver.StartRunParams{Token: b})
 		if n, err := d.RunSweep(ctx); err != nil || n != 0 {
 			t.Fatalf("sweep with every generation valid: %d %v", n, err)
 		}
-		if l, _, _ := d.LeaseGet(ctx, "short"); l.LeasedUntilMs > l.NowMs {
-			time.Sleep(time.Duration(l.LeasedUntilMs-l.NowMs+50) * time.Millisecond)
-		}
+		expireNow(t, d, "short")
 		if n, err := d.RunSweep(ctx); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
 		}

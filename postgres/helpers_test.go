@@ -169,3 +169,53 @@ func (d *Driver) render(t testing.TB, query string) string {
 func tokenParams(name, owner string, fence int64) driver.TokenParams {
 	return driver.TokenParams{Name: name, Owner: owner, Fence: fence}
 }
+
+// acquireLocked acquires name for ttl and, in a new transaction, takes the
+// fenced transaction's share lock on it (LockTx). A loaded machine can take
+// longer than a short TTL between the two: when the lease lapsed first, it
+// is acquired again with twice the TTL. It returns the token, the open
+// transaction (rolled back at cleanup) and the lease's expiry, database ms.
+func acquireLocked(t testing.TB, d *Driver, name string, ttl time.Duration) (driver.TokenParams, *sql.Tx, int64) {
+	t.Helper()
+	ctx := context.Background()
+	for ; ; ttl *= 2 {
+		tok := acquire(t, d, name, ttl)
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := d.LockTx(ctx, tx, tok)
+		if err != nil {
+			t.Fatalf("LockTx: %v", err)
+		}
+		if ok {
+			t.Cleanup(func() { tx.Rollback() })
+			return tok, tx, mustGet(t, d, name).LeasedUntilMs
+		}
+		tx.Rollback()
+		if ttl >= time.Minute {
+			t.Fatalf("LockTx: the lease lapsed before the lock at every TTL up to %v", ttl)
+		}
+	}
+}
+
+// waitDBPast waits until the database clock reads ms or later: a lease
+// leased until ms has lapsed then.
+func waitDBPast(t testing.TB, d *Driver, ms int64) {
+	t.Helper()
+	for {
+		n := now(t, d)
+		if n >= ms {
+			return
+		}
+		time.Sleep(time.Duration(ms-n+1) * time.Millisecond)
+	}
+}
+
+// expireNow ends name's lease at the database's now, as its TTL would:
+// tests use a long TTL and this, instead of a short TTL that a loaded
+// machine can outlast before the lease was used.
+func expireNow(t testing.TB, d *Driver, name string) {
+	t.Helper()
+	d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = $1 WHERE lease_name = $2`, now(t, d), name)
+}

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
@@ -109,9 +111,9 @@ func TestRunStartAndFinish(t *testing.T) {
 		t.Error("RunStart after revoke succeeded")
 	}
 	// An expired token neither.
-	short := acquire(t, d, "short", 100*time.Millisecond)
+	short := acquire(t, d, "short", time.Minute)
 	id4 := mustStart(t, d, short, "")
-	time.Sleep(150 * time.Millisecond)
+	expireNow(t, d, "short")
 	if fin(driver.FinishRunParams{ID: id4, Token: short, Status: driver.RunSucceeded}) {
 		t.Error("RunFinish after expiry succeeded")
 	}
@@ -188,7 +190,8 @@ func TestRunSweep(t *testing.T) {
 		t.Fatalf("sweep of nothing = %d, %v", n, err)
 	}
 	valid := mustStart(t, d, acquire(t, d, "valid", time.Minute), "")
-	expired := mustStart(t, d, acquire(t, d, "expired", 100*time.Millisecond), "")
+	expired := mustStart(t, d, acquire(t, d, "expired", time.Minute), "")
+	expireNow(t, d, "expired")
 	relTok := acquire(t, d, "released", time.Minute)
 	released := mustStart(t, d, relTok, "")
 	if ok, _ := d.LeaseRelease(ctx, relTok); !ok {
@@ -198,18 +201,18 @@ func TestRunSweep(t *testing.T) {
 	if _, _, err := d.LeaseRevoke(ctx, "revoked"); err != nil {
 		t.Fatal(err)
 	}
-	finTok := acquire(t, d, "finished", 100*time.Millisecond)
+	finTok := acquire(t, d, "finished", time.Minute)
 	finished := mustStart(t, d, finTok, "")
 	if ok, _ := d.RunFinish(ctx, driver.FinishRunParams{ID: finished, Token: finTok, Status: driver.RunSucceeded}); !ok {
 		t.Fatal("finish")
 	}
+	expireNow(t, d, "finished")
 	// A run whose lease row is gone (deleted outside fence).
 	var orphan int64
 	if err := d.queryRowT(t, `INSERT INTO {{prefix}}runs (lease_name, owner_token, fence_token, status, started_at_ms)
 		VALUES ('gone', 'o', 1, 'running', {{now_ms}}) RETURNING run_id`).Scan(&orphan); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
 
 	n, err := d.RunSweep(ctx)
 	if err != nil || n != 4 {
@@ -238,20 +241,42 @@ func TestRunSweepWaitsForRenewInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := newDriver(t)
-	tok := acquire(t, d, "job", 200*time.Millisecond)
-	id := mustStart(t, d, tok, "")
 	// A renew that has the row but has not committed: done by hand in a
-	// transaction so that it can be held open across the expiry.
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
+	// transaction so that it can be held open across the expiry. The start
+	// and the renew must come before a short lease lapses: on a loaded
+	// machine they may not, and the lease is taken again with twice the TTL.
+	var (
+		id, committed int64
+		tx            *sql.Tx
+	)
+	for ttl := 200 * time.Millisecond; ; ttl *= 2 {
+		if ttl > time.Minute {
+			t.Fatalf("the lease lapsed before the renew at every TTL up to %v", ttl/2)
+		}
+		tok := acquire(t, d, "job", ttl)
+		var ok bool
+		var err error
+		if id, ok, err = d.RunStart(ctx, driver.StartRunParams{Token: tok}); err != nil {
+			t.Fatal(err)
+		} else if !ok {
+			continue
+		}
+		committed = mustGet(t, d, "job").LeasedUntilMs
+		if tx, err = d.db.BeginTx(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		var until int64
+		err = tx.QueryRowContext(ctx, d.q.renew, tok.Name, tok.Owner, tok.Fence, int64(60_000)).Scan(&until, new(int64))
+		if err == nil && until != 0 {
+			break
+		}
+		tx.Rollback()
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatalf("renew in transaction: %v", err)
+		}
 	}
 	defer tx.Rollback()
-	var until int64
-	if err := tx.QueryRowContext(ctx, d.q.renew, tok.Name, tok.Owner, tok.Fence, int64(60_000)).Scan(&until, new(int64)); err != nil || until == 0 {
-		t.Fatalf("renew in transaction = %d, %v", until, err)
-	}
-	time.Sleep(250 * time.Millisecond) // the committed row has expired
+	waitDBPast(t, d, committed+1) // the committed row has expired
 	solo, pid := soloDriver(t, d)
 	done := make(chan struct{})
 	var n int64

@@ -137,7 +137,11 @@ func TestCancelThenResume(t *testing.T) {
 func TestExecuteStopsWhenSuperseded(t *testing.T) {
 	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
 		fs := b.Open(t)
-		ts, err := task.New(fs, task.WithTTL(900*time.Millisecond))
+		// A one-minute TTL with renewals every 50 ms: the revoke is seen at
+		// the next renewal, and a loaded machine cannot miss a 600 ms renew
+		// deadline (TTL 900 ms) first, in this run or in the one that must
+		// complete.
+		ts, err := task.New(fs, task.WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,12 +150,14 @@ func TestExecuteStopsWhenSuperseded(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := ts.Execute(ctx, "t", func(ctx context.Context, e task.Epoch) error {
-			if _, err := ts.Replan(ctx, "t", task.Plan{Model: "new"}); err != nil {
+			// Not on the job's context: the runner's next renewal can see the
+			// replan's revoke and cancel that context before its answer is read.
+			if _, err := ts.Replan(context.WithoutCancel(ctx), "t", task.Plan{Model: "new"}); err != nil {
 				return err
 			}
 			<-ctx.Done() // the runner notices the revoked lease at its next renewal
 			return context.Cause(ctx)
-		})
+		}, fence.WithRenewEvery(50*time.Millisecond), fence.WithCallTimeout(20*time.Second))
 		if err != nil || res.Outcome != fence.Lost || !errors.Is(res.Err, fence.ErrLost) {
 			t.Fatalf("%+v %v", res, err)
 		}

@@ -197,8 +197,13 @@ func TestRunForwardsSignals(t *testing.T) {
 
 func TestRunWait(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *backend) {
+		// The holder runs until the test lets it end (the file done), not for
+		// 3 s: five fence processes started on a loaded machine took longer
+		// than that, and the lease was free before the waiters asked.
 		started := filepath.Join(b.dir, "started")
-		a := b.start(t, "run", "--lease", "queue", "--ttl", "10s", "--holder", "batch-1", "--", "sh", "-c", "touch "+started+"; sleep 3")
+		done := filepath.Join(b.dir, "done")
+		a := b.start(t, "run", "--lease", "queue", "--ttl", "30s", "--holder", "batch-1", "--", "sh", "-c",
+			"touch "+started+"; while [ ! -e "+done+" ]; do sleep 0.05; done")
 		waitFile(t, started, 30*time.Second)
 		held := b.lease(t, "queue").Fence
 
@@ -207,7 +212,7 @@ func TestRunWait(t *testing.T) {
 
 		rs := short.wait(time.Minute)
 		if rs.code != ExitNotAcquired {
-			t.Errorf("--wait 300ms on a lease held for 3s: want 75: %v", rs)
+			t.Errorf("--wait 300ms on a held lease: want 75: %v", rs)
 		}
 		oneErrorLine(t, rs, fmt.Sprintf("still held after waiting 300ms: lease queue is held by %q (fence %d, run ", "batch-1", held))
 		if rs.elapsed < 300*time.Millisecond {
@@ -227,6 +232,9 @@ func TestRunWait(t *testing.T) {
 			t.Errorf("--wait 0 while held: want 75: %v", rl)
 		}
 
+		if err := os.WriteFile(done, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if ra := a.wait(time.Minute); ra.code != 0 {
 			t.Fatalf("holder: %v", ra)
 		}

@@ -26,21 +26,28 @@ func TestSubreaperKeepsOrphansFindable(t *testing.T) {
 		t.Fatal(err)
 	}
 	self := os.Getpid()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(Descendants(self)) < 2 && time.Now().Before(deadline) {
+	// findSleep returns the grandchild once it runs sleep: "started" is
+	// printed when the shell has forked it, which on a loaded machine can be
+	// well before the fork has exec'd setsid and sleep. Killing the shell
+	// before then left a grandchild still named sh or setsid.
+	findSleep := func() (pid, ppid int) {
+		for _, p := range descendants(self) {
+			if st, _ := os.ReadFile("/proc/" + itoa(p.pid) + "/cmdline"); strings.HasPrefix(string(st), "sleep\x001200") {
+				return p.pid, p.ppid
+			}
+		}
+		return 0, 0
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for pid, _ := findSleep(); pid == 0 && time.Now().Before(deadline); pid, _ = findSleep() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	// The shell is gone; its setsid child is now this process's.
-	var orphan int
-	for _, p := range descendants(self) {
-		if st, _ := os.ReadFile("/proc/" + itoa(p.pid) + "/cmdline"); strings.HasPrefix(string(st), "sleep\x001200") {
-			orphan = p.pid
-			if p.ppid != self {
-				t.Errorf("the orphan's parent is %d, want this subreaper %d", p.ppid, self)
-			}
-		}
+	orphan, parent := findSleep()
+	if orphan != 0 && parent != self {
+		t.Errorf("the orphan's parent is %d, want this subreaper %d", parent, self)
 	}
 	if orphan == 0 {
 		t.Fatal("the setsid grandchild was not found below this process")
