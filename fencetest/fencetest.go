@@ -53,9 +53,5 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func contextWithTimeout(t testing.TB, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctxT(t), d)
-}
-
 // prefix returns fresh table names for one case.
 func prefix() string { return testdb.Prefix() }
