@@ -112,7 +112,12 @@ func TestRunnerMarksRunLost(t *testing.T) {
 		<-ctx.Done() // stopped by the refused renewal
 		return ctx.Err()
 	}
-	r, err := fence.Run(ctx, s, "nightly", job, fence.WithTTL(time.Second), fence.WithRenewEvery(20*time.Millisecond))
+	// The renewal that sees the revoke comes within 20 ms; the mark that
+	// follows gets a call timeout of its own (by default the renew
+	// interval, 20 ms, which a loaded machine overran: the run was left
+	// unmarked and the lost count missing).
+	r, err := fence.Run(ctx, s, "nightly", job, fence.WithTTL(time.Minute), fence.WithRenewEvery(20*time.Millisecond),
+		fence.WithCallTimeout(30*time.Second))
 	if err != nil || r.Outcome != fence.Lost {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
