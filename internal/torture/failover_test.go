@@ -57,15 +57,21 @@ func TestFailoverCommandErrors(t *testing.T) {
 		"echo primary-lost; exit 3":       "failed",
 		"echo primary-lost; echo nothing": "no promoted line",
 	} {
-		cfg := Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "torture.db"), Clients: 2, Duration: 4 * time.Second,
-			Window: time.Second, Seed: 1, FailoverCmd: cmd}
-		r, err := Run(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.ExitCode() != 2 || !strings.Contains(strings.Join(r.Errors, "\n"), want) {
-			t.Errorf("command %q: exit %d, errors %q; want exit 2 and an error saying %q", cmd, r.ExitCode(), r.Errors, want)
-		}
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			// The first failover is due 1–3 s of fault ticks into the run and
+			// only in a window's first half: 12 s leaves a loaded machine
+			// room for it (4 s did not, once, under CI's race suite).
+			cfg := Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "torture.db"), Clients: 2, Duration: 12 * time.Second,
+				Window: time.Second, Seed: 1, FailoverCmd: cmd}
+			r, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ExitCode() != 2 || !strings.Contains(strings.Join(r.Errors, "\n"), want) {
+				t.Errorf("command %q: exit %d, errors %q; want exit 2 and an error saying %q", cmd, r.ExitCode(), r.Errors, want)
+			}
+		})
 	}
 }
 
