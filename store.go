@@ -790,11 +790,16 @@ func (s *Store) wrapWrite(op, lease string, err error) error {
 // write of the same call (MySQL's read-back of LAST_INSERT_ID after an
 // autocommit revoke or acquire), so even an ErrBadConn inside it leaves the
 // write's outcome unknown. The Galera torture caught a revoke that
-// committed while it was reported failed this way.
+// committed while it was reported failed this way. An error marked
+// driver.BeforeWriter is definite: the call had sent only reads.
 func (s *Store) definite(err error) bool {
 	var aw driver.AfterWriter
 	if errors.As(err, &aw) && aw.AfterWrite() {
 		return false
+	}
+	var bw driver.BeforeWriter
+	if errors.As(err, &bw) && bw.BeforeWrite() {
+		return true
 	}
 	return s.drv.IsServerError(err) || errors.Is(err, sqldriver.ErrBadConn) || clientArgError(err)
 }

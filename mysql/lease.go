@@ -12,7 +12,7 @@ import (
 )
 
 // LeaseAcquire takes the lease. The first statement depends on what this
-// process last learnt of the row (heldHints):
+// process last learnt of the row (driver.Hints):
 //
 //   - known held: a plain autocommit SELECT (lease_get.sql) refuses a valid
 //     lease from the read, which takes no lock and writes nothing, so
@@ -42,7 +42,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	// certification orders it with the other nodes' commits.
 	path := pathUpsert
 	if d.galera.Load() != galeraYes {
-		path = d.hints.path(p.Name)
+		path = d.hints.Path(p.Name)
 	}
 	switch path {
 	case pathReadFirst:
@@ -54,7 +54,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 		r, err = d.acquireUpsert(ctx, p)
 	}
 	if err == nil {
-		d.hints.note(p.Name, r, p.TTLMs)
+		d.hints.Note(p.Name, r, p.TTLMs)
 	}
 	return r, err
 }
@@ -390,7 +390,7 @@ func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, 
 	}
 	n, err := res.RowsAffected()
 	if n > 0 {
-		d.hints.free(t.Name)
+		d.hints.Free(t.Name)
 	}
 	return n > 0, err
 }
@@ -455,7 +455,7 @@ func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, err
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
-	d.hints.free(name)
+	d.hints.Free(name)
 	return f, true, nil
 }
 
@@ -549,7 +549,7 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (used int64,
 		return 0, nil, afterWrite(err)
 	}
 	for _, r := range raised {
-		d.hints.free(r.Name)
+		d.hints.Free(r.Name)
 	}
 	return floor, raised, nil
 }

@@ -119,7 +119,7 @@ func TestAcquireLifecycle(t *testing.T) {
 					}
 				}
 				d.returning.Store(path.mode)
-				d.hints.force = path.force
+				d.hints.Force = path.force
 				acquireLifecycle(t, d)
 			})
 		})
@@ -600,7 +600,7 @@ func TestContendedAcquire(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/path%d", mode, c.force), func(t *testing.T) {
 			t.Parallel()
 			d := newDriver(t, viaOpen)
-			d.hints.force = c.force
+			d.hints.Force = c.force
 			d.db.SetMaxOpenConns(40)
 			ctx := ctxT(t)
 			const workers, rounds = 20, 50

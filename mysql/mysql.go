@@ -96,7 +96,7 @@ type Driver struct {
 	galera atomic.Int32
 	stmts  *stmtCache
 	// hints picks LeaseAcquire's first statement (hints.go).
-	hints heldHints
+	hints driver.Hints
 	// watches polls the leases AcquireWait waits for (handoff.go).
 	watches watches
 }

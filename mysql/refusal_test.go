@@ -15,7 +15,7 @@ import (
 // (a writer about to commit) or its S lock (the holder's fenced
 // transaction). The acquiring session's lock wait timeout is 1 s, so an
 // acquire that queued for the lock would fail with error 1205 instead. The
-// control, the upsert path (hints.force -1, what every refusal was before),
+// control, the upsert path (hints.Force -1, what every refusal was before),
 // does queue, which shows the test can see the difference.
 func TestRefusalTakesNoLock(t *testing.T) {
 	for _, iso := range isolations {
@@ -47,7 +47,7 @@ func TestRefusalTakesNoLock(t *testing.T) {
 					r.Holder.LeasedUntilMs <= r.Holder.NowMs {
 					t.Fatalf("refusal under %s: %+v holder %+v, %v", lock, r, r.Holder, err)
 				}
-				w.hints.force = -1
+				w.hints.Force = -1
 				_, err = w.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: "C", TTLMs: 60_000})
 				var me *gomysql.MySQLError
 				// The upsert X-locks the duplicate row it updates, held or not.

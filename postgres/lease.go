@@ -10,15 +10,77 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// LeaseAcquire takes the lease if it is absent, released or expired. A name
-// whose row exists costs one statement, a plain UPDATE of that row
-// (queries/lease_acquire.sql); a name with no row in that statement's
-// snapshot is then acquired by the upsert of queries/lease_acquire_new.sql.
-// When it is refused because the snapshot shows a valid holder, Holder is
+// LeaseAcquire takes the lease if it is absent, released or expired. Which
+// statement goes first depends on what this process last learnt of the row
+// (driver.Hints):
+//
+//   - known held: a plain read (lease_get.sql) refuses a valid lease, with
+//     its holder, in one round trip that locks nothing and writes nothing;
+//     a lapsed row is then taken as below;
+//   - known to exist and not held (released, lapsed, or ours before): one
+//     plain UPDATE (lease_acquire_update.sql) takes it;
+//   - unknown, or that UPDATE matched nothing: lease_acquire.sql, one
+//     statement that takes the lease or reports the holder from its
+//     snapshot, and for a name with no row the upsert of
+//     lease_acquire_new.sql.
+//
+// Each path is correct whatever the row holds; a stale hint costs a round
+// trip. When the lease is refused because a valid holder is seen, Holder is
 // that row; when the snapshot showed the lease free but a concurrent
 // acquisition won, Holder is nil, because the winner is not visible to the
 // statement.
-func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, err error) {
+	done := false
+	switch d.hints.Path(p.Name) {
+	case driver.PathReadFirst:
+		r, done, err = d.acquireReadFirst(ctx, p)
+	case driver.PathUpdate:
+		r, done, err = d.acquireUpdate(ctx, p)
+	}
+	if err == nil && !done {
+		r, err = d.acquireFull(ctx, p)
+	}
+	if err == nil {
+		d.hints.Note(p.Name, r, p.TTLMs)
+	}
+	return r, err
+}
+
+// acquireReadFirst reads the row and refuses a valid lease from the read;
+// a lapsed one it takes with acquireUpdate. done is false when the row is
+// missing or the UPDATE matched nothing.
+func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
+	l, ok, err := d.LeaseGet(ctx, p.Name)
+	if err != nil {
+		return r, false, driver.BeforeWrite(err) // only a read was sent
+	}
+	if !ok {
+		return r, false, nil
+	}
+	if l.LeasedUntilMs > l.NowMs {
+		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, true, nil
+	}
+	return d.acquireUpdate(ctx, p)
+}
+
+// acquireUpdate takes a lapsed or released lease whose row exists with one
+// plain UPDATE. done is false when it matched nothing (held, or no row):
+// nothing was written.
+func (d *Driver) acquireUpdate(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
+	var fence, until, now int64
+	err = d.c.queryRow(ctx, d.q.acquireUpdate, p.Name, p.Owner, p.TTLMs, p.Holder).Scan(&fence, &until, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, err
+	}
+	return driver.AcquireResult{Acquired: true, Fence: fence, LeasedUntilMs: until, NowMs: now}, true, nil
+}
+
+// acquireFull runs lease_acquire.sql, and lease_acquire_new.sql for a name
+// with no row.
+func (d *Driver) acquireFull(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
 	r, found, err := d.acquireWith(ctx, d.q.acquire, p)
 	if err != nil || r.Acquired || found {
 		return r, err
@@ -132,6 +194,7 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 // it. One plain UPDATE (queries/lease_release.sql), with the fallback of
 // LeaseRenew (queries/lease_release_locked.sql).
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
+	d.hints.Free(t.Name)
 	n, err := d.c.exec(ctx, d.q.release, t.Name, t.Owner, t.Fence)
 	if err != nil && waitedPastExpiry(err) {
 		n, err = d.c.exec(ctx, d.q.releaseLocked, t.Name, t.Owner, t.Fence)
@@ -211,6 +274,7 @@ func (d *Driver) LeaseList(ctx context.Context, f driver.LeaseFilter) ([]driver.
 // LeaseRevoke bumps the fence and clears the owner; ok is false when there is
 // no such lease.
 func (d *Driver) LeaseRevoke(ctx context.Context, name string) (int64, bool, error) {
+	d.hints.Free(name)
 	var fence int64
 	err := d.c.queryRow(ctx, d.q.revoke, name).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {

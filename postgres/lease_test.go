@@ -15,117 +15,123 @@ import (
 
 func TestAcquireLifecycle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	d := newDriver(t)
+	forEachAcquirePath(t, func(t *testing.T, force int) {
+		ctx := context.Background()
+		d := newDriver(t)
+		d.hints.Force = force
 
-	// Absent: inserted at the database clock in microseconds (the floor
-	// below which no new fence goes), for exactly the TTL of one instant.
-	a := owner(t)
-	before := now(t, d)
-	r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: a, Holder: "web-1:42", TTLMs: 60_000})
-	if err != nil || !r.Acquired || r.Holder != nil {
-		t.Fatalf("acquire absent = %+v, %v", r, err)
-	}
-	newFence(t, "absent", r.Fence, 0, before)
-	t1 := r.Fence
-	if r.LeasedUntilMs-r.NowMs != 60_000 {
-		t.Errorf("leased_until - now = %d, want the TTL", r.LeasedUntilMs-r.NowMs)
-	}
-	l := mustGet(t, d, "job")
-	if l.Owner != a || l.Holder != "web-1:42" || l.Fence != t1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
-		l.AcquiredAtMs != r.NowMs || l.UpdatedAtMs != r.NowMs || l.NowMs < r.NowMs {
-		t.Errorf("row after acquire = %+v (result %+v)", l, r)
-	}
-
-	// Held: refused, and the holder comes back in the same round trip. Not
-	// re-entrant: the holder's own owner token is refused too.
-	for _, o := range []string{owner(t), a} {
-		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, Holder: "web-2:7", TTLMs: 1000})
-		if err != nil || r.Acquired {
-			t.Fatalf("acquire held = %+v, %v", r, err)
+		// Absent: inserted at the database clock in microseconds (the floor
+		// below which no new fence goes), for exactly the TTL of one instant.
+		a := owner(t)
+		before := now(t, d)
+		r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: a, Holder: "web-1:42", TTLMs: 60_000})
+		if err != nil || !r.Acquired || r.Holder != nil {
+			t.Fatalf("acquire absent = %+v, %v", r, err)
 		}
-		h := r.Holder
-		if h == nil || h.Name != "job" || h.Owner != a || h.Holder != "web-1:42" || h.Fence != t1 || h.State != driver.StateHeld ||
-			h.LeasedUntilMs != l.LeasedUntilMs || h.AcquiredAtMs != l.AcquiredAtMs || h.NowMs != r.NowMs || h.NowMs >= h.LeasedUntilMs {
-			t.Fatalf("holder = %+v", h)
+		newFence(t, "absent", r.Fence, 0, before)
+		t1 := r.Fence
+		if r.LeasedUntilMs-r.NowMs != 60_000 {
+			t.Errorf("leased_until - now = %d, want the TTL", r.LeasedUntilMs-r.NowMs)
 		}
-	}
+		l := mustGet(t, d, "job")
+		if l.Owner != a || l.Holder != "web-1:42" || l.Fence != t1 || l.State != driver.StateHeld || l.LeasedUntilMs != r.LeasedUntilMs ||
+			l.AcquiredAtMs != r.NowMs || l.UpdatedAtMs != r.NowMs || l.NowMs < r.NowMs {
+			t.Errorf("row after acquire = %+v (result %+v)", l, r)
+		}
 
-	// Released: the row stays and the next acquisition continues the fence.
-	if ok, err := d.LeaseRelease(ctx, tokenParams("job", a, t1)); err != nil || !ok {
-		t.Fatalf("release = %v, %v", ok, err)
-	}
-	before = now(t, d)
-	t2 := acquire(t, d, "job", time.Minute)
-	newFence(t, "after release", t2.Fence, t1, before)
+		// Held: refused, and the holder comes back in the same round trip. Not
+		// re-entrant: the holder's own owner token is refused too.
+		for _, o := range []string{owner(t), a} {
+			r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: o, Holder: "web-2:7", TTLMs: 1000})
+			if err != nil || r.Acquired {
+				t.Fatalf("acquire held = %+v, %v", r, err)
+			}
+			h := r.Holder
+			if h == nil || h.Name != "job" || h.Owner != a || h.Holder != "web-1:42" || h.Fence != t1 || h.State != driver.StateHeld ||
+				h.LeasedUntilMs != l.LeasedUntilMs || h.AcquiredAtMs != l.AcquiredAtMs || h.NowMs != r.NowMs || h.NowMs >= h.LeasedUntilMs {
+				t.Fatalf("holder = %+v", h)
+			}
+		}
 
-	// Revoked: revoke bumps the fence, the next acquisition bumps it again.
-	before = now(t, d)
-	f3, ok, err := d.LeaseRevoke(ctx, "job")
-	if err != nil || !ok {
-		t.Fatalf("revoke = %d, %v, %v", f3, ok, err)
-	}
-	newFence(t, "revoke", f3, t2.Fence, before)
-	before = now(t, d)
-	t4 := acquire(t, d, "job", 100*time.Millisecond)
-	newFence(t, "after revoke", t4.Fence, f3, before)
+		// Released: the row stays and the next acquisition continues the fence.
+		if ok, err := d.LeaseRelease(ctx, tokenParams("job", a, t1)); err != nil || !ok {
+			t.Fatalf("release = %v, %v", ok, err)
+		}
+		before = now(t, d)
+		t2 := acquire(t, d, "job", time.Minute)
+		newFence(t, "after release", t2.Fence, t1, before)
 
-	// Expired by the database clock: taken over by someone else.
-	time.Sleep(150 * time.Millisecond)
-	before = now(t, d)
-	t5 := acquire(t, d, "job", time.Minute)
-	newFence(t, "after expiry", t5.Fence, t4.Fence, before)
+		// Revoked: revoke bumps the fence, the next acquisition bumps it again.
+		before = now(t, d)
+		f3, ok, err := d.LeaseRevoke(ctx, "job")
+		if err != nil || !ok {
+			t.Fatalf("revoke = %d, %v, %v", f3, ok, err)
+		}
+		newFence(t, "revoke", f3, t2.Fence, before)
+		before = now(t, d)
+		t4 := acquire(t, d, "job", 100*time.Millisecond)
+		newFence(t, "after revoke", t4.Fence, f3, before)
 
-	// A fence already above the clock (after a raise ahead of it) goes on
-	// at +1: the floor never lowers a fence.
-	ahead := (before + 3_600_000) * 1000
-	d.execT(t, `UPDATE {{prefix}}leases SET fence_token = $1, leased_until_ms = 0 WHERE lease_name = 'job'`, ahead)
-	if t6 := acquire(t, d, "job", time.Minute); t6.Fence != ahead+1 {
-		t.Fatalf("fence after %d = %d, want +1", ahead, t6.Fence)
-	}
-	if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != ahead+2 {
-		t.Fatalf("revoke after %d = %d, %v, %v; want +1", ahead+1, f, ok, err)
-	}
-	t5 = acquire(t, d, "job", time.Minute)
-	l = mustGet(t, d, "job")
-	if l.Owner != t5.Owner || l.State != driver.StateHeld {
-		t.Errorf("row after takeover = %+v", l)
-	}
-	var renews int64
-	if err := d.queryRowT(t, `SELECT renew_count FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&renews); err != nil || renews != 0 {
-		t.Errorf("renew_count after acquire = %d, %v", renews, err)
-	}
+		// Expired by the database clock: taken over by someone else.
+		time.Sleep(150 * time.Millisecond)
+		before = now(t, d)
+		t5 := acquire(t, d, "job", time.Minute)
+		newFence(t, "after expiry", t5.Fence, t4.Fence, before)
+
+		// A fence already above the clock (after a raise ahead of it) goes on
+		// at +1: the floor never lowers a fence.
+		ahead := (before + 3_600_000) * 1000
+		d.execT(t, `UPDATE {{prefix}}leases SET fence_token = $1, leased_until_ms = 0 WHERE lease_name = 'job'`, ahead)
+		if t6 := acquire(t, d, "job", time.Minute); t6.Fence != ahead+1 {
+			t.Fatalf("fence after %d = %d, want +1", ahead, t6.Fence)
+		}
+		if f, ok, err := d.LeaseRevoke(ctx, "job"); err != nil || !ok || f != ahead+2 {
+			t.Fatalf("revoke after %d = %d, %v, %v; want +1", ahead+1, f, ok, err)
+		}
+		t5 = acquire(t, d, "job", time.Minute)
+		l = mustGet(t, d, "job")
+		if l.Owner != t5.Owner || l.State != driver.StateHeld {
+			t.Errorf("row after takeover = %+v", l)
+		}
+		var renews int64
+		if err := d.queryRowT(t, `SELECT renew_count FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&renews); err != nil || renews != 0 {
+			t.Errorf("renew_count after acquire = %d, %v", renews, err)
+		}
+	})
 }
 
 // A refused acquire of a held lease must not reach the upsert: ON CONFLICT
 // DO UPDATE … WHERE false still locks the row (sets xmax) and writes WAL.
 func TestRefusedAcquireDoesNotLockTheRow(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	d := newDriver(t)
-	acquire(t, d, "job", time.Minute)
-	xmax := func() string {
-		var x string
-		if err := d.queryRowT(t, `SELECT xmax::text FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&x); err != nil {
-			t.Fatal(err)
+	forEachAcquirePath(t, func(t *testing.T, force int) {
+		ctx := context.Background()
+		d := newDriver(t)
+		d.hints.Force = force
+		acquire(t, d, "job", time.Minute)
+		xmax := func() string {
+			var x string
+			if err := d.queryRowT(t, `SELECT xmax::text FROM {{prefix}}leases WHERE lease_name = 'job'`).Scan(&x); err != nil {
+				t.Fatal(err)
+			}
+			return x
 		}
-		return x
-	}
-	before := xmax()
-	for range 3 {
-		if r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner(t), TTLMs: 1000}); err != nil || r.Acquired {
-			t.Fatalf("acquire held = %+v, %v", r, err)
+		before := xmax()
+		for range 3 {
+			if r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "job", Owner: owner(t), TTLMs: 1000}); err != nil || r.Acquired {
+				t.Fatalf("acquire held = %+v, %v", r, err)
+			}
 		}
-	}
-	if after := xmax(); after != before {
-		t.Errorf("refused acquire changed xmax %s -> %s: it locked the row", before, after)
-	}
-	// The probe can see a lock: the naive upsert does set xmax.
-	d.execT(t, `INSERT INTO {{prefix}}leases AS l (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms)
-		VALUES ('job', 'x', 1, 'held', 0, 0, 0) ON CONFLICT (lease_name) DO UPDATE SET owner_token = 'x' WHERE false`)
-	if after := xmax(); after == before {
-		t.Errorf("the xmax probe did not see the naive upsert's lock")
-	}
+		if after := xmax(); after != before {
+			t.Errorf("refused acquire changed xmax %s -> %s: it locked the row", before, after)
+		}
+		// The probe can see a lock: the naive upsert does set xmax.
+		d.execT(t, `INSERT INTO {{prefix}}leases AS l (lease_name, owner_token, fence_token, state, leased_until_ms, acquired_at_ms, updated_at_ms)
+			VALUES ('job', 'x', 1, 'held', 0, 0, 0) ON CONFLICT (lease_name) DO UPDATE SET owner_token = 'x' WHERE false`)
+		if after := xmax(); after == before {
+			t.Errorf("the xmax probe did not see the naive upsert's lock")
+		}
+	})
 }
 
 func TestRenewReleaseIsHeld(t *testing.T) {
@@ -643,78 +649,81 @@ func TestTakeoverWaitsForFencedTransaction(t *testing.T) {
 // wins each round, with the next fence, and nobody gets an error.
 func TestAcquireContention(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	d := newDriver(t)
-	d.db.SetMaxOpenConns(40)
-	const clients, rounds = 20, 50
-	var fence int64
-	for round := range rounds {
-		start := make(chan struct{})
-		results := make(chan driver.AcquireResult, clients)
-		errs := make(chan error, clients)
-		owners := make([]string, clients)
-		var wg sync.WaitGroup
-		for c := range clients {
-			owners[c] = owner(t)
-			wg.Go(func() {
-				<-start
-				r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "hot", Owner: owners[c], TTLMs: 60_000})
-				if err != nil {
-					errs <- err
-					return
+	forEachAcquirePath(t, func(t *testing.T, force int) {
+		ctx := context.Background()
+		d := newDriver(t)
+		d.hints.Force = force
+		d.db.SetMaxOpenConns(40)
+		const clients, rounds = 20, 50
+		var fence int64
+		for round := range rounds {
+			start := make(chan struct{})
+			results := make(chan driver.AcquireResult, clients)
+			errs := make(chan error, clients)
+			owners := make([]string, clients)
+			var wg sync.WaitGroup
+			for c := range clients {
+				owners[c] = owner(t)
+				wg.Go(func() {
+					<-start
+					r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "hot", Owner: owners[c], TTLMs: 60_000})
+					if err != nil {
+						errs <- err
+						return
+					}
+					results <- r
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(results)
+			close(errs)
+			for err := range errs {
+				t.Fatalf("round %d: acquire error: %v", round, err)
+			}
+			var (
+				winners []driver.AcquireResult
+				holders []int64
+			)
+			for r := range results {
+				if r.Acquired {
+					winners = append(winners, r)
+				} else if r.Holder != nil {
+					holders = append(holders, r.Holder.Fence)
 				}
-				results <- r
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(results)
-		close(errs)
-		for err := range errs {
-			t.Fatalf("round %d: acquire error: %v", round, err)
-		}
-		var (
-			winners []driver.AcquireResult
-			holders []int64
-		)
-		for r := range results {
-			if r.Acquired {
-				winners = append(winners, r)
-			} else if r.Holder != nil {
-				holders = append(holders, r.Holder.Fence)
+			}
+			if len(winners) != 1 {
+				t.Fatalf("round %d: %d winners: %+v", round, len(winners), winners)
+			}
+			if winners[0].Fence <= fence {
+				t.Fatalf("round %d: winner fence %d, not above %d", round, winners[0].Fence, fence)
+			}
+			fence = winners[0].Fence
+			for _, h := range holders {
+				if h != fence {
+					t.Errorf("round %d: holder reported with fence %d, want the winner's %d", round, h, fence)
+				}
+			}
+			l := mustGet(t, d, "hot")
+			if l.Fence != fence {
+				t.Fatalf("round %d: row fence %d", round, l.Fence)
+			}
+			switch round % 3 {
+			case 0:
+				if ok, err := d.LeaseRelease(ctx, tokenParams("hot", l.Owner, l.Fence)); err != nil || !ok {
+					t.Fatalf("release: %v %v", ok, err)
+				}
+			case 1: // expire it by the database clock without waiting a TTL
+				d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = {{now_ms}} - 1 WHERE lease_name = 'hot'`)
+			case 2:
+				f, _, err := d.LeaseRevoke(ctx, "hot")
+				if err != nil {
+					t.Fatal(err)
+				}
+				fence = f
 			}
 		}
-		if len(winners) != 1 {
-			t.Fatalf("round %d: %d winners: %+v", round, len(winners), winners)
-		}
-		if winners[0].Fence <= fence {
-			t.Fatalf("round %d: winner fence %d, not above %d", round, winners[0].Fence, fence)
-		}
-		fence = winners[0].Fence
-		for _, h := range holders {
-			if h != fence {
-				t.Errorf("round %d: holder reported with fence %d, want the winner's %d", round, h, fence)
-			}
-		}
-		l := mustGet(t, d, "hot")
-		if l.Fence != fence {
-			t.Fatalf("round %d: row fence %d", round, l.Fence)
-		}
-		switch round % 3 {
-		case 0:
-			if ok, err := d.LeaseRelease(ctx, tokenParams("hot", l.Owner, l.Fence)); err != nil || !ok {
-				t.Fatalf("release: %v %v", ok, err)
-			}
-		case 1: // expire it by the database clock without waiting a TTL
-			d.execT(t, `UPDATE {{prefix}}leases SET leased_until_ms = {{now_ms}} - 1 WHERE lease_name = 'hot'`)
-		case 2:
-			f, _, err := d.LeaseRevoke(ctx, "hot")
-			if err != nil {
-				t.Fatal(err)
-			}
-			fence = f
-		}
-	}
+	})
 }
 
 // Free-for-all: clients acquire, check, renew and release as fast as they can.
@@ -722,47 +731,50 @@ func TestAcquireContention(t *testing.T) {
 // won, and no call fails.
 func TestAcquireReleaseStorm(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	d := newDriver(t)
-	d.db.SetMaxOpenConns(40)
-	const clients, attempts = 20, 50
-	var mu sync.Mutex
-	won := map[int64]string{}
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for range attempts {
-				o := owner(t)
-				r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "storm", Owner: o, TTLMs: 60_000})
-				if err != nil {
-					t.Errorf("acquire: %v", err)
-					return
+	forEachAcquirePath(t, func(t *testing.T, force int) {
+		ctx := context.Background()
+		d := newDriver(t)
+		d.hints.Force = force
+		d.db.SetMaxOpenConns(40)
+		const clients, attempts = 20, 50
+		var mu sync.Mutex
+		won := map[int64]string{}
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Go(func() {
+				for range attempts {
+					o := owner(t)
+					r, err := d.LeaseAcquire(ctx, driver.AcquireParams{Name: "storm", Owner: o, TTLMs: 60_000})
+					if err != nil {
+						t.Errorf("acquire: %v", err)
+						return
+					}
+					if !r.Acquired {
+						continue
+					}
+					mu.Lock()
+					if prev, dup := won[r.Fence]; dup {
+						t.Errorf("fence %d won twice (%s, %s)", r.Fence, prev, o)
+					}
+					won[r.Fence] = o
+					mu.Unlock()
+					tok := tokenParams("storm", o, r.Fence)
+					if rr, err := d.LeaseRenew(ctx, tok, 60_000); err != nil || !rr.Renewed {
+						t.Errorf("winner could not renew: %+v %v", rr, err)
+					}
+					if ok, err := d.LeaseRelease(ctx, tok); err != nil || !ok {
+						t.Errorf("winner could not release: %v %v", ok, err)
+					}
 				}
-				if !r.Acquired {
-					continue
-				}
-				mu.Lock()
-				if prev, dup := won[r.Fence]; dup {
-					t.Errorf("fence %d won twice (%s, %s)", r.Fence, prev, o)
-				}
-				won[r.Fence] = o
-				mu.Unlock()
-				tok := tokenParams("storm", o, r.Fence)
-				if rr, err := d.LeaseRenew(ctx, tok, 60_000); err != nil || !rr.Renewed {
-					t.Errorf("winner could not renew: %+v %v", rr, err)
-				}
-				if ok, err := d.LeaseRelease(ctx, tok); err != nil || !ok {
-					t.Errorf("winner could not release: %v %v", ok, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	l := mustGet(t, d, "storm")
-	if top := slices.Max(slices.Collect(maps.Keys(won))); l.Fence != top {
-		t.Errorf("%d acquisitions, the last fence won %d, but the row has fence %d", len(won), top, l.Fence)
-	}
-	t.Logf("%d acquisitions among %d clients × %d attempts", len(won), clients, attempts)
+			})
+		}
+		wg.Wait()
+		l := mustGet(t, d, "storm")
+		if top := slices.Max(slices.Collect(maps.Keys(won))); l.Fence != top {
+			t.Errorf("%d acquisitions, the last fence won %d, but the row has fence %d", len(won), top, l.Fence)
+		}
+		t.Logf("%d acquisitions among %d clients × %d attempts", len(won), clients, attempts)
+	})
 }
 
 // The acquire statement's snapshot can be older than the row its upsert
@@ -868,4 +880,24 @@ func now(t testing.TB, d *Driver) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// forEachAcquirePath runs f with LeaseAcquire's first statement as the
+// hints choose it (force 0) and forced to each path (driver.Hints.Force):
+// every path must answer every case the same.
+func forEachAcquirePath(t *testing.T, f func(t *testing.T, force int)) {
+	for _, p := range []struct {
+		name  string
+		force int
+	}{
+		{"hinted", 0},
+		{"full", driver.PathFull + 1},
+		{"update-first", driver.PathUpdate + 1},
+		{"read-first", driver.PathReadFirst + 1},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, p.force)
+		})
+	}
 }

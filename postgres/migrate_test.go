@@ -36,7 +36,7 @@ func TestStatementsAreRendered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{q.acquire, q.acquireNew, q.renew, q.renewLocked, q.renewBatch, q.release, q.releaseLocked, q.isHeld, q.get, q.list, q.revoke,
+	all := []string{q.acquire, q.acquireNew, q.acquireUpdate, q.renew, q.renewLocked, q.renewBatch, q.release, q.releaseLocked, q.isHeld, q.get, q.list, q.revoke,
 		q.now, q.lockTx, q.runStart, q.runFinish, q.runMarkLost, q.runSweep, q.runPrune, q.runGet, q.runList,
 		q.schemaLock, q.schemaCreate, q.schemaVersion, q.schemaRecord, q.dropTables, q.guard(7)}
 	for _, m := range q.migrations {

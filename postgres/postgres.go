@@ -54,6 +54,9 @@ type Driver struct {
 
 	hubOnce sync.Once
 	h       *hub // fast handoff (handoff.go), started by the first waiter
+
+	// hints picks LeaseAcquire's first statement (lease.go).
+	hints driver.Hints
 }
 
 // New returns a driver over db for the tables named prefix+"leases",

@@ -91,6 +91,10 @@ type statements struct {
 	// past the instant it judged the lease at.
 	acquireNew, renewLocked, releaseLocked string
 
+	// acquireUpdate is the plain UPDATE that takes a lease known to exist
+	// and not known held (driver.Hints); lease_acquire.sql answers the rest.
+	acquireUpdate string
+
 	runStart, runFinish, runMarkLost, runRefused, runSweep, runPrune, runGet, runList string
 
 	schemaLock, schemaCreate, schemaVersion, schemaRecord, dropTables string
@@ -118,6 +122,17 @@ func loadStatements(prefix string) (*statements, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The same clocks at the statement's start (statement_timestamp(), one
+	// instant for the whole statement, fresh in any transaction), for a
+	// statement that needs one instant without a materialised CTE.
+	stmtNowMs, err := fragment("stmt_now_ms")
+	if err != nil {
+		return nil, err
+	}
+	stmtFloorUs, err := fragment("stmt_floor_us")
+	if err != nil {
+		return nil, err
+	}
 	s := &statements{guardTemplate: guard, nowMs: nowMs}
 	for _, f := range []struct {
 		file string
@@ -125,6 +140,7 @@ func loadStatements(prefix string) (*statements, error) {
 	}{
 		{"lease_acquire", &s.acquire},
 		{"lease_acquire_new", &s.acquireNew},
+		{"lease_acquire_update", &s.acquireUpdate},
 		{"lease_renew", &s.renew},
 		{"lease_renew_locked", &s.renewLocked},
 		{"lease_renew_batch", &s.renewBatch},
@@ -155,7 +171,8 @@ func loadStatements(prefix string) (*statements, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		text := strings.NewReplacer("{{guard}}", s.guard(1), "{{notify}}", notify, "{{floor_us}}", floorUs).Replace(string(b))
+		text := strings.NewReplacer("{{guard}}", s.guard(1), "{{notify}}", notify, "{{floor_us}}", floorUs,
+			"{{stmt_now_ms}}", stmtNowMs, "{{stmt_floor_us}}", stmtFloorUs).Replace(string(b))
 		if *f.dst, err = expand(stripComments(text), prefix, nowMs); err != nil {
 			return nil, fmt.Errorf("postgres: queries/%s.sql: %w", f.file, err)
 		}

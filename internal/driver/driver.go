@@ -268,3 +268,23 @@ type Handle interface {
 	// Close closes a handle the driver opened itself, and nothing else.
 	Close() error
 }
+
+// BeforeWriter is implemented by an error of a call that had sent only
+// reads when it struck (a read-first refusal): whatever it wraps, nothing
+// was written, so the failure is definite.
+type BeforeWriter interface{ BeforeWrite() bool }
+
+// BeforeWrite marks err as struck before the call wrote anything (nil stays
+// nil). Errors.Is and As see through it.
+func BeforeWrite(err error) error {
+	if err == nil {
+		return nil
+	}
+	return beforeWriteError{err}
+}
+
+type beforeWriteError struct{ err error }
+
+func (e beforeWriteError) Error() string     { return e.err.Error() }
+func (e beforeWriteError) Unwrap() error     { return e.err }
+func (e beforeWriteError) BeforeWrite() bool { return true }

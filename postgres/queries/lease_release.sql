@@ -5,20 +5,17 @@
 -- The verdict and its re-check after a lock wait are lease_renew.sql's: a
 -- release that waited for a fenced transaction past the expiry fails with
 -- the marker "fence: waited past expiry" and the driver runs
--- lease_release_locked.sql, which reports false.
+-- lease_release_locked.sql, which reports false. Its instant is
+-- statement_timestamp(), as in lease_renew.sql.
 --
 -- {{notify}} wakes waiters of other processes when one is present (see
 -- handoff.go): pg_notify is delivered when this statement commits.
-WITH clock AS MATERIALIZED (
-    SELECT {{now_ms}} AS now_ms
-)
 UPDATE {{prefix}}leases AS l
-SET state = 'released', leased_until_ms = 0, updated_at_ms = clock.now_ms
-FROM clock
+SET state = 'released', leased_until_ms = 0, updated_at_ms = {{stmt_now_ms}}
 WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
-  AND l.leased_until_ms > clock.now_ms
+  AND l.leased_until_ms > {{stmt_now_ms}}
 RETURNING CASE
-    WHEN {{now_ms}} = clock.now_ms THEN 0
+    WHEN {{now_ms}} = {{stmt_now_ms}} THEN 0
     WHEN (SELECT s.leased_until_ms FROM {{prefix}}leases AS s WHERE s.lease_name = $1::text) > {{now_ms}} THEN 0
     ELSE ('fence: waited past expiry of ' || l.lease_name)::bigint
     END,

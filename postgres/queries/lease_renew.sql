@@ -25,20 +25,22 @@
 -- In the same millisecond as the verdict no wait past the expiry is
 -- possible (leased_until > now at millisecond resolution), so the common
 -- case reads the clock once more and nothing else.
-WITH clock AS MATERIALIZED (
-    SELECT {{now_ms}} AS now_ms
-)
+--
+-- The verdict's instant is statement_timestamp(), when the server received
+-- the statement: one instant wherever it appears, without the materialised
+-- CTE that clock_timestamp() needs, which cost 8% of a renew (pgbench, one
+-- client: 0.33 ms against 0.30 ms). (now() would be the transaction's
+-- start, stale inside a longer transaction; statement_timestamp() is not.)
 UPDATE {{prefix}}leases AS l
-SET leased_until_ms = clock.now_ms + $4::bigint,
-    updated_at_ms   = clock.now_ms,
+SET leased_until_ms = {{stmt_now_ms}} + $4::bigint,
+    updated_at_ms   = {{stmt_now_ms}},
     renew_count     = l.renew_count + 1
-FROM clock
 WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $3::bigint
-  AND l.leased_until_ms > clock.now_ms
+  AND l.leased_until_ms > {{stmt_now_ms}}
 RETURNING CASE
-    WHEN {{now_ms}} = clock.now_ms THEN l.leased_until_ms
+    WHEN {{now_ms}} = {{stmt_now_ms}} THEN l.leased_until_ms
     WHEN (SELECT s.leased_until_ms FROM {{prefix}}leases AS s WHERE s.lease_name = $1::text) > {{now_ms}}
         THEN l.leased_until_ms
     ELSE ('fence: waited past expiry of ' || l.lease_name)::bigint
     END,
-    clock.now_ms
+    {{stmt_now_ms}}

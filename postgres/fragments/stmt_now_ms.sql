@@ -1,0 +1,1 @@
+(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint
