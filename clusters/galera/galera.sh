@@ -106,6 +106,12 @@ write_config() {
 [mysqld]
 user=mysql
 datadir=${d}/data
+# A tmpdir of its own: a starting mysqld deletes every #sql* file in its
+# tmpdir (mysql_rm_tmp_tables), and with the default /tmp each node start or
+# rejoin deleted the shared server's in-flight temporary tables (seen: a
+# sweep on the 3306 server failed with "Error on delete of
+# '/tmp/#sql-update-….MAI' (Errcode: 2)" while a Galera torture ran).
+tmpdir=${d}/tmp
 socket=$(node_sock "$n")
 pid-file=$(node_pidfile "$n")
 log-error=${d}/error.log
@@ -197,7 +203,7 @@ cmd_start() {
 	local n d
 	for n in "${NODES[@]}"; do
 		d=$(node_dir "$n")
-		mkdir -p "${d}/data"
+		mkdir -p "${d}/data" "${d}/tmp"
 		write_config "$n"
 		chown -R mysql:mysql "$d"
 	done
