@@ -20,12 +20,29 @@ type Case struct {
 	// number of round trips (0: no target).
 	MaxRatio      float64
 	MaxRoundTrips float64
+	// On overrides the baseline and the ratio on some databases (the
+	// issue's targets differ by database).
+	On map[fence.Dialect]Goal
 	// Dialects limits the case to some databases (nil: every one).
 	Dialects []fence.Dialect
 	// GivesUp says, for an alternative to fence, what it does not give.
 	GivesUp string
 	// Setup prepares the operation on e.
 	Setup func(ctx context.Context, e *Env) (Op, error)
+}
+
+// Goal is a case's baseline and most ratio to it on one database.
+type Goal struct {
+	Baseline string
+	MaxRatio float64
+}
+
+// For returns c with its goal on d.
+func (c Case) For(d fence.Dialect) Case {
+	if g, ok := c.On[d]; ok {
+		c.Baseline, c.MaxRatio = g.Baseline, g.MaxRatio
+	}
+	return c
 }
 
 func (c Case) RunsOn(d fence.Dialect) bool {
@@ -58,21 +75,33 @@ func Cases() []Case {
 		// Not a target: the cheapest read of a table row, to show how much
 		// of is_held and acquire_held any table access costs.
 		{Name: "pk_select", Baseline: Select1, Setup: setupPKSelect},
-		{Name: "acquire", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupAcquire},
-		{Name: "renew", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupRenew},
-		{Name: "release", Baseline: FloorUpdate, MaxRatio: 1.15, MaxRoundTrips: 1, Setup: setupRelease},
+		// The targets of issue 17 §4. SQLite's lease operations may cost
+		// 1.15x; its reads are compared with a primary-key read, because a
+		// table read in WAL mode pays shared-memory locks SELECT 1 does not.
+		{Name: "acquire", Baseline: FloorUpdate, MaxRatio: 1.10, MaxRoundTrips: 1, On: sqliteLease, Setup: setupAcquire},
+		{Name: "renew", Baseline: FloorUpdate, MaxRatio: 1.10, MaxRoundTrips: 1, On: sqliteLease, Setup: setupRenew},
+		{Name: "release", Baseline: FloorUpdate, MaxRatio: 1.10, MaxRoundTrips: 1, On: sqliteLease, Setup: setupRelease},
 		{Name: "takeover", Baseline: FloorUpdate, Setup: setupTakeover},
-		{Name: "is_held", Baseline: Select1, MaxRatio: 1.5, Setup: setupIsHeld},
-		{Name: "acquire_held", Baseline: Select1, MaxRatio: 1.5, Setup: setupAcquireHeld},
+		{Name: "is_held", Baseline: Select1, MaxRatio: 1.5, On: sqliteRead, Setup: setupIsHeld},
+		{Name: "acquire_held", Baseline: Select1, MaxRatio: 1.5, On: sqliteRead, Setup: setupAcquireHeld},
 		{Name: "unfenced_write", Setup: setupWrite(false)},
-		{Name: "fenced_write", Baseline: "unfenced_write", MaxRatio: 1.10, Setup: setupWrite(true)},
+		// MariaDB's fenced write may cost 1.20x where the rest is the
+		// guard's share lock (docs/BENCHMARKS.md shows it).
+		{Name: "fenced_write", Baseline: "unfenced_write", MaxRatio: 1.10,
+			On: map[fence.Dialect]Goal{fence.MySQL: {"unfenced_write", 1.20}}, Setup: setupWrite(true)},
 		// What Store.Exec costs on SQLite without its wrapping transaction:
 		// the same fenced statement in autocommit (ExecIn on the *sql.DB).
 		{Name: "fenced_write_autocommit", Baseline: "unfenced_write", Dialects: []fence.Dialect{fence.SQLite}, Setup: setupWriteAutocommit},
 		{Name: "unfenced_tx", Setup: setupTx(false)},
-		{Name: "fenced_tx", Baseline: "unfenced_tx", MaxRatio: 1.15, Setup: setupTx(true)},
+		// Through database/sql; fencepgx's own transaction has 1.10x.
+		{Name: "fenced_tx", Baseline: "unfenced_tx", MaxRatio: 1.25, Setup: setupTx(true)},
 	}
 }
+
+var (
+	sqliteLease = map[fence.Dialect]Goal{fence.SQLite: {FloorUpdate, 1.15}}
+	sqliteRead  = map[fence.Dialect]Goal{fence.SQLite: {"pk_select", 1.3}}
+)
 
 // setupFloor: a single-row UPDATE by primary key that changes the row, on a
 // table shaped like the lease table, prepared, in autocommit: the cheapest

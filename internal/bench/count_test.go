@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fence"
 )
 
 // The counter sees each call that reaches the driver, and the store under
@@ -49,5 +51,36 @@ func TestStats(t *testing.T) {
 	s := stats([]time.Duration{5, 1, 3, 2, 4})
 	if s.N != 5 || s.Median != 3 || s.Min != 1 || s.Max != 5 || s.Mean != 3 {
 		t.Errorf("%+v", s)
+	}
+}
+
+// The targets differ by database: SQLite's reads are compared with
+// a primary-key read and its lease operations may cost 1.15x.
+func TestCaseGoalsPerDialect(t *testing.T) {
+	byName := map[string]Case{}
+	for _, c := range Cases() {
+		byName[c.Name] = c
+	}
+	for _, tc := range []struct {
+		name     string
+		d        fence.Dialect
+		baseline string
+		max      float64
+	}{
+		{"is_held", fence.SQLite, "pk_select", 1.3},
+		{"is_held", fence.Postgres, Select1, 1.5},
+		{"acquire_held", fence.SQLite, "pk_select", 1.3},
+		{"acquire_held", fence.MySQL, Select1, 1.5},
+		{"acquire", fence.SQLite, FloorUpdate, 1.15},
+		{"acquire", fence.Postgres, FloorUpdate, 1.10},
+		{"release", fence.MySQL, FloorUpdate, 1.10},
+		{"fenced_write", fence.MySQL, "unfenced_write", 1.20},
+		{"fenced_write", fence.Postgres, "unfenced_write", 1.10},
+		{"fenced_tx", fence.SQLite, "unfenced_tx", 1.25},
+	} {
+		c := byName[tc.name].For(tc.d)
+		if c.Baseline != tc.baseline || c.MaxRatio != tc.max {
+			t.Errorf("%s on %s: <= %.2fx %s, want <= %.2fx %s", tc.name, tc.d, c.MaxRatio, c.Baseline, tc.max, tc.baseline)
+		}
 	}
 }

@@ -142,7 +142,7 @@ func RunCases(ctx context.Context, e *Env, cases []Case, cfg Config) ([]Result, 
 		if !c.RunsOn(e.Dialect) {
 			continue
 		}
-		st := &state{c: c}
+		st := &state{c: c.For(e.Dialect)}
 		states = append(states, st)
 		op, err := c.Setup(ctx, e)
 		if errors.Is(err, ErrSkip) {
