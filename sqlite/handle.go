@@ -43,19 +43,13 @@ func (d *Driver) WithPrefix(prefix string) (driver.Handle, error) {
 // LimitPool bounds the pool of a handle OpenDriver opened; a caller's
 // handle is the caller's to size.
 func (d *Driver) LimitPool(maxOpen int, maxLifetime, maxIdleTime time.Duration) {
-	if !d.owned || d.memory {
+	if d.memory {
 		return // every connection to :memory: is another database: Open keeps one
 	}
-	d.db.SetMaxOpenConns(maxOpen)
-	d.db.SetMaxIdleConns(maxOpen)
-	d.db.SetConnMaxLifetime(maxLifetime)
-	d.db.SetConnMaxIdleTime(maxIdleTime)
+	driver.LimitOwned(d.db, d.owned, maxOpen, maxLifetime, maxIdleTime)
 }
 
 // Close closes the handle if OpenDriver opened it, and nothing otherwise.
 func (d *Driver) Close() error {
-	if d.owned {
-		return d.db.Close()
-	}
-	return nil
+	return driver.CloseOwned(d.db, d.owned)
 }
