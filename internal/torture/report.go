@@ -184,7 +184,7 @@ func (h *harness) result() *Result {
 	r.GaleraOldGuard = h.cfg.GaleraOldGuard
 	r.CommitOrder = "per-lease clock row"
 	if b := h.binlog; b != nil {
-		r.CommitOrder = fmt.Sprintf("the admin node's binary log (Galera; %d transactions, %d events read)", b.txs, b.events)
+		r.CommitOrder = fmt.Sprintf("the admin node's binary log (Galera; %d transactions, %d events read; barriers that waited for a statement on another node: %d)", b.txs, b.events, h.nodeWaits)
 	}
 	if h.cfg.Faults[FaultSkew] {
 		r.FaultCount["skew-clients"] = int64(h.cfg.Clients / 2)
