@@ -2,10 +2,13 @@ package torture
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/internal/testdb"
 )
 
@@ -64,4 +67,92 @@ func TestGaleraTorture(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOtherNodes: the barrier waits for the statements of every server the
+// clients use, each once, besides the admin server's own.
+func TestOtherNodes(t *testing.T) {
+	n1 := "mysql://root@127.0.0.1:3311/fence?wsrep_sync_wait=7"
+	n2 := "mysql://root@127.0.0.1:3312/fence?wsrep_sync_wait=7"
+	n3 := "mysql://root@127.0.0.1:3313/fence"
+	got := otherNodes(n1, []string{n1, n2, n3, n1, n2 + "&x=1"})
+	if len(got) != 2 || got[0] != n2 || got[1] != n3 {
+		t.Fatalf("otherNodes = %q, want nodes 2 and 3 once each", got)
+	}
+	if got := otherNodes(n1, nil); len(got) != 0 {
+		t.Fatalf("otherNodes without client DSNs = %q, want none", got)
+	}
+}
+
+// TestGaleraBarrierWaitsForOtherNodes: a statement on the harness's tables
+// still running on node 2 (an orphan of a call its client gave up on) holds
+// the barrier's wait, although node 1's processlist, where the harness
+// runs, does not show it. Before the wait asked the other nodes, such an
+// orphan acquire committed after the barrier had read the binary log and
+// the next window reported it as a "harness barrier" violation.
+func TestGaleraBarrierWaitsForOtherNodes(t *testing.T) {
+	nodes := testdb.GaleraDSNs()
+	if len(nodes) < 2 {
+		t.Skip("SKIP galera barrier: set FENCE_TEST_GALERA to the node DSNs of a Galera cluster (clusters/galera/galera.sh)")
+	}
+	reachable(t, "galera", "FENCE_TEST_GALERA", nodes[0])
+	ctx := context.Background()
+	prefix := testdb.Prefix()
+	h := &harness{sc: newSchema(fence.MySQL, prefix)}
+	var err error
+	if h.admin, err = fencedsn.Open(ctx, nodes[0], fence.WithPrefix(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	defer h.admin.Close()
+	n2, err := fencedsn.Open(ctx, nodes[1], fence.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	h.nodes = []*fence.Store{n2}
+	// The orphan: a statement naming the prefix, as every torture statement
+	// does, running on node 2 until the test kills it.
+	c, err := n2.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var id int64
+	if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	kill := func() error {
+		_, err := n2.DB().ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+		return err
+	}
+	defer func() { _ = kill() }() // before c.Close, which waits for the statement
+	orphanDone := make(chan struct{})
+	go func() {
+		defer close(orphanDone)
+		_ = c.QueryRowContext(ctx, "SELECT SLEEP(60) /* "+prefix+" */").Scan(new(int))
+	}()
+	for { // until node 2 shows it running
+		var n int
+		if err := n2.DB().QueryRowContext(ctx, h.sc.activeSQL(), prefix).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- h.waitInFlight(ctx) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("the barrier's wait returned (%v) while a statement on node 2 was still running", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	<-orphanDone
 }

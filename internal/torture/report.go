@@ -132,6 +132,9 @@ type Result struct {
 	// CommitOrder says what numbered the event log: the clock row, or a
 	// Galera node's binary log (with the transactions and events read).
 	CommitOrder string
+	// BarrierGaveUp counts the barriers whose wait for in-flight
+	// statements ran out (torture.go waitInFlight).
+	BarrierGaveUp int
 	// The external resources (extResource), over all leases: distinct
 	// fences seen, writes accepted, and writes refused for carrying a fence
 	// below the highest one written.
@@ -183,8 +186,9 @@ func (h *harness) result() *Result {
 	r.Failover, r.FailoverLossy = h.failoverResult(), h.cfg.FailoverLossy
 	r.GaleraOldGuard = h.cfg.GaleraOldGuard
 	r.CommitOrder = "per-lease clock row"
+	r.BarrierGaveUp = h.barrierGaveUp
 	if b := h.binlog; b != nil {
-		r.CommitOrder = fmt.Sprintf("the admin node's binary log (Galera; %d transactions, %d events read)", b.txs, b.events)
+		r.CommitOrder = fmt.Sprintf("the admin node's binary log (Galera; %d transactions, %d events read; barriers that waited for a statement on another node: %d)", b.txs, b.events, h.nodeWaits)
 	}
 	if h.cfg.Faults[FaultSkew] {
 		r.FaultCount["skew-clients"] = int64(h.cfg.Clients / 2)
@@ -329,6 +333,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "  stale commits in the database log: %d\n", r.StaleCommits)
 	if r.CommitOrder != "" {
 		fmt.Fprintf(w, "  commit order: %s\n", r.CommitOrder)
+	}
+	if r.BarrierGaveUp > 0 {
+		fmt.Fprintf(w, "  barriers that gave up waiting for a statement in flight: %d (a \"harness barrier\" violation may follow)\n", r.BarrierGaveUp)
 	}
 	if r.FaultCount["snapshot"] > 0 || r.FaultCount[FaultRollback] > 0 {
 		fmt.Fprintf(w, "  rollback:    %d restores (%d with expiry shifted) of %d snapshots of the lease table; restored generations valid: %d, of which held by a client again: %d\n",

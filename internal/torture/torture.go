@@ -159,6 +159,15 @@ type harness struct {
 	// binlog, when set, orders the event log by the admin node's binary
 	// log (a Galera node; binlog.go).
 	binlog *binlogOrder
+	// nodes are harness handles on the client DSNs' other servers (the
+	// other Galera nodes): the barrier waits for their statements too.
+	nodes []*fence.Store
+	// nodeWaits counts the barriers that found a statement still running
+	// on one of nodes (and none on the admin server).
+	nodeWaits int
+	// barrierGaveUp counts the barriers that stopped waiting with a
+	// statement still running.
+	barrierGaveUp int
 }
 
 // restartSchedule spaces the restart fault over the time clients run
@@ -313,6 +322,13 @@ func (h *harness) setup(ctx context.Context) error {
 			}
 		}
 	}
+	for _, d := range otherNodes(h.adminDSN, h.cfg.ClientDSNs) {
+		s, err := h.openStore(ctx, d, prefix, nil, false)
+		if err != nil {
+			return fmt.Errorf("torture: opening the harness's handle on client node %s: %w", d, err)
+		}
+		h.nodes = append(h.nodes, s)
+	}
 	h.shapes, h.shapesSkipped = h.sc.probeShapes(ctx, h.admin.DB())
 	for range h.leases {
 		h.direct = append(h.direct, &leaseFacts{})
@@ -437,6 +453,9 @@ func (h *harness) cleanup() {
 		if s := c.store.Load(); s != nil {
 			closeStore(s)
 		}
+	}
+	for _, s := range h.nodes {
+		s.Close()
 	}
 	if h.admin != nil {
 		if !h.cfg.Keep && h.sc.p != "" {
@@ -1161,6 +1180,89 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	}
 }
 
+// waitInFlight waits (up to 10 s) until no statement on the harness's tables
+// is running on the admin server nor on any other node the clients use: an
+// orphan of a call its client gave up on (a cancel, the call timeout) runs
+// on and may commit after the barrier. On a Galera cluster each node's
+// processlist shows only its own sessions, and before the other nodes were
+// asked an orphan on node 2 or 3 (an acquire stuck behind the apply lag)
+// committed after the barrier had read the binary log: the next window
+// logged it with an instant before its start, a "harness barrier"
+// violation. A node that cannot be asked (SIGKILLed, rejoining) has no
+// client statement running; a write set it replicated before it died is
+// ordered before the causal read of the binary log (binlog.go). Waiting too
+// little can only make the barrier check fail, never hide a defect.
+func (h *harness) waitInFlight(ctx context.Context) error {
+	q := h.sc.activeSQL()
+	if q == "" {
+		return nil
+	}
+	time.Sleep(50 * time.Millisecond) // delayed chunks (latency ≤ 30ms) land
+	// On Galera up to a minute: there an orphan also waits for its causal
+	// read or its commit while a killed node is evicted or flow control
+	// holds the cluster, and a CI machine at load average 15-28 can stretch
+	// that past the 10 s that stay the limit elsewhere. A barrier that
+	// gives up is counted in the summary: its window may then report a
+	// "harness barrier" violation.
+	limit := 10 * time.Second
+	if h.binlog != nil {
+		limit = time.Minute
+	}
+	deadline := time.Now().Add(limit)
+	counted := false
+	for time.Now().Before(deadline) {
+		var n int
+		err := retry(ctx, func(ctx context.Context) error {
+			return h.admin.DB().QueryRowContext(ctx, q, h.sc.p).Scan(&n)
+		})
+		if err != nil {
+			return err
+		}
+		admin := n
+		for _, nd := range h.nodes {
+			if n > 0 {
+				break
+			}
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			var m int
+			if err := nd.DB().QueryRowContext(c, q, h.sc.p).Scan(&m); err == nil {
+				n += m
+			}
+			cancel()
+		}
+		if n > admin && !counted {
+			counted = true
+			h.nodeWaits++
+		}
+		if n == 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.barrierGaveUp++
+	return nil
+}
+
+// otherNodes returns the client DSNs that name a server other than the
+// admin DSN's (by host and port), each once: the nodes whose statements
+// the barrier must wait for besides the admin server's own.
+func otherNodes(admin string, clients []string) []string {
+	seen := map[string]bool{}
+	if hp, err := hostPort(admin); err == nil {
+		seen[hp] = true
+	}
+	var out []string
+	for _, d := range clients {
+		hp, err := hostPort(d)
+		if err != nil || seen[hp] {
+			continue
+		}
+		seen[hp] = true
+		out = append(out, d)
+	}
+	return out
+}
+
 // barrier ends window w: with every client quiesced and every fault healed,
 // it waits until no orphaned statement of a dropped connection is still
 // running, reads each lease's state, logged events and protected value, and
@@ -1176,22 +1278,8 @@ func (h *harness) barrier(ctx context.Context, w int, ep *epoch, init []state) (
 	if h.px != nil {
 		h.px.Heal()
 	}
-	if q := h.sc.activeSQL(); q != "" {
-		time.Sleep(50 * time.Millisecond) // delayed chunks (latency ≤ 30ms) land
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			var n int
-			err := retry(ctx, func(ctx context.Context) error {
-				return h.admin.DB().QueryRowContext(ctx, q, h.sc.p).Scan(&n)
-			})
-			if err != nil {
-				return nil, fmt.Errorf("torture: barrier %d: %w", w, err)
-			}
-			if n == 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	if err := h.waitInFlight(ctx); err != nil {
+		return nil, fmt.Errorf("torture: barrier %d: %w", w, err)
 	}
 	// The database time once nothing is in flight: every lease event of this
 	// window ran before it and every one of the next window after it. An
