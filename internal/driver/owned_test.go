@@ -10,8 +10,10 @@ import (
 
 type nopConnector struct{}
 
-func (nopConnector) Connect(context.Context) (sqldriver.Conn, error) { return nil, sqldriver.ErrBadConn }
-func (nopConnector) Driver() sqldriver.Driver                         { return nil }
+func (nopConnector) Connect(context.Context) (sqldriver.Conn, error) {
+	return nil, sqldriver.ErrBadConn
+}
+func (nopConnector) Driver() sqldriver.Driver { return nil }
 
 // A store bounds and closes only a handle its driver opened; a caller's
 // handle keeps its own pool settings and stays open.
