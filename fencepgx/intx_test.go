@@ -82,11 +82,11 @@ func (r *recorder) dial(ctx context.Context, network, addr string) (net.Conn, er
 type turnConn struct {
 	net.Conn
 	r     *recorder
-	wrote bool
+	wrote atomic.Bool // atomic: pgx reads in the background during CopyFrom
 }
 
 func (c *turnConn) Write(b []byte) (int, error) {
-	c.wrote = true
+	c.wrote.Store(true)
 	n, err := c.Conn.Write(b)
 	if err == nil && c.r.cutCommit.Load() && bytes.Contains(bytes.ToLower(b), []byte("commit")) {
 		c.r.cutCommit.Store(false)
@@ -96,8 +96,7 @@ func (c *turnConn) Write(b []byte) (int, error) {
 }
 
 func (c *turnConn) Read(b []byte) (int, error) {
-	if c.wrote {
-		c.wrote = false
+	if c.wrote.Swap(false) {
 		c.r.turns.Add(1)
 	}
 	return c.Conn.Read(b)
@@ -522,8 +521,8 @@ func TestInTxTransactionIsFaithful(t *testing.T) {
 					return fmt.Errorf("CopyFrom: %w", err)
 				}
 				var batch pgx.Batch
-				batch.Queue("UPDATE "+r.items+" SET n = n + 1 WHERE id = 2")
-				batch.Queue("UPDATE "+r.items+" SET n = n + 1 WHERE id = 3")
+				batch.Queue("UPDATE " + r.items + " SET n = n + 1 WHERE id = 2")
+				batch.Queue("UPDATE " + r.items + " SET n = n + 1 WHERE id = 3")
 				if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
 					return fmt.Errorf("SendBatch: %w", err)
 				}
