@@ -61,7 +61,9 @@ func Exec(ctx context.Context, s *fence.Store, e Execer, t fence.Token, query st
 // clock, so a takeover cannot commit between the check and fn's writes. If
 // t no longer holds the lease, fn is not called and the error wraps
 // fence.ErrLost. fn's error rolls back. A COMMIT whose answer was lost is
-// reported as fence.ErrAmbiguous: it may have committed.
+// reported as fence.ErrAmbiguous: it may have committed. A COMMIT the
+// server answered with ROLLBACK (fn went on after a failed statement) is
+// pgx.ErrTxCommitRollback, as pgx reports it: nothing was committed.
 //
 // On a *pgxpool.Pool, *pgxpool.Conn or *pgx.Conn the BEGIN and the check
 // go to the server in one round trip, as one pgx.Batch (pgx's
