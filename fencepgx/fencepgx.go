@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fence"
 )
@@ -31,7 +32,7 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Beginner starts a transaction: *pgxpool.Pool and *pgx.Conn.
+// Beginner starts a transaction: *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
@@ -60,24 +61,43 @@ func Exec(ctx context.Context, s *fence.Store, e Execer, t fence.Token, query st
 // clock, so a takeover cannot commit between the check and fn's writes. If
 // t no longer holds the lease, fn is not called and the error wraps
 // fence.ErrLost. fn's error rolls back. A COMMIT whose answer was lost is
-// reported as fence.ErrAmbiguous: it may have committed.
+// reported as fence.ErrAmbiguous: it may have committed. A COMMIT the
+// server answered with ROLLBACK (fn went on after a failed statement) is
+// pgx.ErrTxCommitRollback, as pgx reports it: nothing was committed.
+//
+// On a *pgxpool.Pool, *pgxpool.Conn or *pgx.Conn the BEGIN and the check
+// go to the server in one round trip, as one pgx.Batch (pgx's
+// Batch.BeginTx), and fn gets the transaction pgx began there: the same
+// pgx.Tx as from b.Begin, with its savepoints, large objects and the rest.
+// A pool's connection stays acquired until the commit or rollback, as with
+// Begin. Any other Beginner is begun with b.Begin, and checked in a second
+// round trip.
 func InTx(ctx context.Context, s *fence.Store, b Beginner, t fence.Token, fn func(tx pgx.Tx) error) error {
 	if err := postgresOnly(s, "InTx"); err != nil {
 		return err
 	}
-	if b == nil {
-		return fmt.Errorf("%w: fencepgx.InTx needs a *pgxpool.Pool or *pgx.Conn to begin on, got nil", fence.ErrInvalid)
+	bs, err := batchBeginner(b)
+	if err != nil {
+		return err
 	}
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	tx, err := b.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("fence: begin for lease %q: %w", t.Lease, err)
-	}
-	if err := CheckTx(ctx, s, tx, t); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return err
+	var tx pgx.Tx
+	if bs != nil {
+		tx, err = beginChecked(ctx, s, bs, t)
+		if err != nil {
+			return err
+		}
+	} else {
+		tx, err = b.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("fence: begin for lease %q: %w", t.Lease, err)
+		}
+		if err := CheckTx(ctx, s, tx, t); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
@@ -89,12 +109,88 @@ func InTx(ctx context.Context, s *fence.Store, b Beginner, t fence.Token, fn fun
 	return nil
 }
 
+// batchSender is what InTx sends its BEGIN and check on: *pgxpool.Pool,
+// *pgxpool.Conn and *pgx.Conn.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// batchBeginner returns b as a batchSender when it is one of the types whose
+// SendBatch begins a transaction for Batch.BeginTx, nil for any other
+// Beginner (a pgx.Tx among them: its SendBatch refuses Batch.BeginTx, and
+// its Begin is a savepoint, which CheckTx refuses), and an error for nil.
+func batchBeginner(b Beginner) (batchSender, error) {
+	nilErr := fmt.Errorf("%w: fencepgx.InTx needs a *pgxpool.Pool or *pgx.Conn to begin on, got nil", fence.ErrInvalid)
+	switch v := b.(type) {
+	case nil:
+		return nil, nilErr
+	case *pgxpool.Pool:
+		if v == nil {
+			return nil, nilErr
+		}
+		return v, nil
+	case *pgxpool.Conn:
+		if v == nil {
+			return nil, nilErr
+		}
+		return v, nil
+	case *pgx.Conn:
+		if v == nil {
+			return nil, nilErr
+		}
+		return v, nil
+	}
+	return nil, nil
+}
+
+// beginChecked sends BEGIN and the lease check (CheckTx's query, with its
+// bound parameters) in one batch, and returns the transaction if t holds
+// the lease. Otherwise the transaction is rolled back, so that a pooled
+// connection goes back idle, and the error is CheckTx's (wrapping
+// fence.ErrLost for a refusal), or a begin error as b.Begin's would be.
+func beginChecked(ctx context.Context, s *fence.Store, bs batchSender, t fence.Token) (pgx.Tx, error) {
+	var tx pgx.Tx
+	var beginErr error
+	err := s.CheckWith(ctx, t, func(ctx context.Context, q string, args []any) (bool, error) {
+		var b pgx.Batch
+		b.BeginTx(pgx.TxOptions{})
+		b.Queue(q, args...)
+		br := bs.SendBatch(ctx, &b)
+		tx = br.Tx()
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			beginErr = err
+			return false, err
+		}
+		var held bool
+		err := br.QueryRow().Scan(&held)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return held, err
+	})
+	if err == nil {
+		return tx, nil
+	}
+	if tx != nil {
+		// Also after a failed BEGIN: pgx has then closed tx, and its
+		// Rollback only gives a pooled connection back.
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+	}
+	if beginErr != nil {
+		return nil, fmt.Errorf("fence: begin for lease %q: %w", t.Lease, beginErr)
+	}
+	return nil, err
+}
+
 // commitError classifies a failed COMMIT: the server's own answer (a
-// serialization failure, a deferred constraint) or a request pgx knows it
-// never sent rolled back; anything else may have committed.
+// serialization failure, a deferred constraint, or ROLLBACK for a
+// transaction a failed statement had aborted, pgx.ErrTxCommitRollback) or a
+// request pgx knows it never sent rolled back; anything else may have
+// committed.
 func commitError(t fence.Token, err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+	if errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
 		return fmt.Errorf("fence: commit of lease %q fence %d: %w", t.Lease, t.Fence, err)
 	}
 	return &fence.AmbiguousError{Op: "commit", Lease: t.Lease, Err: err}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencepgx"
 )
 
 // Case is one operation of the per-operation table, measured against its
@@ -95,6 +98,10 @@ func Cases() []Case {
 		{Name: "unfenced_tx", Setup: setupTx(false)},
 		// Through database/sql; fencepgx's own transaction has 1.10x.
 		{Name: "fenced_tx", Baseline: "unfenced_tx", MaxRatio: 1.25, Setup: setupTx(true)},
+		// The same transaction through pgx's own API on a pgx pool:
+		// fencepgx.InTx against BEGIN, UPDATE, COMMIT.
+		{Name: "unfenced_tx_pgx", Dialects: []fence.Dialect{fence.Postgres}, Setup: setupTxPgx(false)},
+		{Name: "fenced_tx_pgx", Baseline: "unfenced_tx_pgx", MaxRatio: 1.10, Dialects: []fence.Dialect{fence.Postgres}, Setup: setupTxPgx(true)},
 	}
 }
 
@@ -367,6 +374,45 @@ func setupTx(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
 				return err
 			}
 			return tx.Commit()
+		}}, nil
+	}
+}
+
+// setupTxPgx: setupTx's transaction on the Env's pgx pool, fenced
+// (fencepgx.InTx) or not (Begin, the UPDATE, Commit).
+func setupTxPgx(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
+	return func(ctx context.Context, e *Env) (Op, error) {
+		pool, err := e.Pgx(ctx)
+		if err != nil {
+			return Op{}, err
+		}
+		t, l, err := itemsAndLease(ctx, e, fenced, "b-tx-pgx")
+		if err != nil {
+			return Op{}, err
+		}
+		q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ?", t))
+		update := func(ctx context.Context, tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, q, 2)
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("bench: %d rows affected, want 1", tag.RowsAffected())
+			}
+			return err
+		}
+		if fenced {
+			return Op{Do: func(ctx context.Context) error {
+				return fencepgx.InTx(ctx, e.Store, pool, l.Token, func(tx pgx.Tx) error { return update(ctx, tx) })
+			}}, nil
+		}
+		return Op{Do: func(ctx context.Context) error {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if err := update(ctx, tx); err != nil {
+				tx.Rollback(context.WithoutCancel(ctx))
+				return err
+			}
+			return tx.Commit(ctx)
 		}}, nil
 	}
 }

@@ -18,17 +18,20 @@ import (
 // which makes database/sql prepare instead) is not counted; the prepare and
 // the statement's execution that follow are.
 //
+// A pgx batch (on the Env's pgx pool) is one round trip however many
+// statements it holds, and is counted once, as Batch.
+//
 // On PostgreSQL the network turns are counted too (Net), as a check on the
 // driver-level count: a read that follows a write on the connection.
 type Counter struct {
-	exec, query, prepare, begin, commit, rollback, ping atomic.Int64
-	net                                                 atomic.Int64
+	exec, query, prepare, begin, commit, rollback, ping, batch atomic.Int64
+	net                                                        atomic.Int64
 }
 
 // Counts is a snapshot of a Counter. Net is not part of Total.
 type Counts struct {
-	Exec, Query, Prepare, Begin, Commit, Rollback, Ping int64
-	Net                                                 int64
+	Exec, Query, Prepare, Begin, Commit, Rollback, Ping, Batch int64
+	Net                                                        int64
 }
 
 // AddQuery counts n round trips that did not go through a counted
@@ -40,16 +43,17 @@ func (c *Counter) Snapshot() Counts {
 	return Counts{
 		Exec: c.exec.Load(), Query: c.query.Load(), Prepare: c.prepare.Load(),
 		Begin: c.begin.Load(), Commit: c.commit.Load(), Rollback: c.rollback.Load(),
-		Ping: c.ping.Load(), Net: c.net.Load(),
+		Ping: c.ping.Load(), Batch: c.batch.Load(), Net: c.net.Load(),
 	}
 }
 
 // Total is the number of round trips.
 func (n Counts) Total() int64 {
-	return n.Exec + n.Query + n.Prepare + n.Begin + n.Commit + n.Rollback + n.Ping
+	return n.Exec + n.Query + n.Prepare + n.Begin + n.Commit + n.Rollback + n.Ping + n.Batch
 }
 
-// Statements is the number of SQL statements (transaction control included).
+// Statements is the number of round trips that carried SQL (transaction
+// control included; a batch counts once).
 func (n Counts) Statements() int64 { return n.Total() - n.Ping }
 
 // Sub returns n - m.
@@ -57,7 +61,7 @@ func (n Counts) Sub(m Counts) Counts {
 	return Counts{
 		Exec: n.Exec - m.Exec, Query: n.Query - m.Query, Prepare: n.Prepare - m.Prepare,
 		Begin: n.Begin - m.Begin, Commit: n.Commit - m.Commit, Rollback: n.Rollback - m.Rollback,
-		Ping: n.Ping - m.Ping, Net: n.Net - m.Net,
+		Ping: n.Ping - m.Ping, Batch: n.Batch - m.Batch, Net: n.Net - m.Net,
 	}
 }
 

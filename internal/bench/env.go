@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fencedsn"
 	"github.com/fencekit/fence/mysql"
@@ -31,6 +33,7 @@ type Env struct {
 	prefix string
 	tables []string // extra tables to drop
 	peer   bool
+	pool   *pgxpool.Pool // see Pgx
 }
 
 // Open connects to dsn (fence's DSN syntax) through a counting connector and
@@ -107,6 +110,9 @@ func (e *Env) Close() error {
 			}
 		}
 		errs = append(errs, e.Store.DropTables(ctx))
+	}
+	if e.pool != nil {
+		e.pool.Close()
 	}
 	errs = append(errs, e.Store.Close(), e.DB.Close())
 	return errors.Join(errs...)

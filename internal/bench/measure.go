@@ -52,7 +52,7 @@ func addCounts(a, b Counts) Counts {
 	return Counts{
 		Exec: a.Exec + b.Exec, Query: a.Query + b.Query, Prepare: a.Prepare + b.Prepare,
 		Begin: a.Begin + b.Begin, Commit: a.Commit + b.Commit, Rollback: a.Rollback + b.Rollback,
-		Ping: a.Ping + b.Ping, Net: a.Net + b.Net,
+		Ping: a.Ping + b.Ping, Batch: a.Batch + b.Batch, Net: a.Net + b.Net,
 	}
 }
 

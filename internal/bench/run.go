@@ -71,7 +71,8 @@ type Result struct {
 	// NsPerOp is the median time of one operation.
 	NsPerOp float64 `json:"ns_per_op"`
 	// RoundTripsPerOp is the mean number of calls that reached the database
-	// (statements, BEGIN/COMMIT/ROLLBACK, prepares, pings) per operation.
+	// (statements, BEGIN/COMMIT/ROLLBACK, prepares, pings, pgx batches) per
+	// operation.
 	RoundTripsPerOp float64 `json:"round_trips_per_op"`
 	// Baseline is the case this one is compared with, and RatioToBaseline
 	// the ratio of their medians, measured in the same run.
@@ -253,6 +254,7 @@ func breakdown(c Counts, n float64) string {
 		}
 		s += fmt.Sprintf("%s=%.3g", k, float64(v)/n)
 	}
+	add("batch", c.Batch)
 	add("begin", c.Begin)
 	add("exec", c.Exec)
 	add("query", c.Query)

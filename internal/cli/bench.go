@@ -25,11 +25,14 @@ fenced write next to its baseline, measured interleaved in the same run:
   select_1        SELECT 1 (baseline of is_held and acquire_held)
   unfenced_write  the fenced write's statement without the fence
   unfenced_tx     the fenced transaction without LockTx
+  unfenced_tx_pgx the same on a pgx pool (PostgreSQL): Begin, UPDATE, Commit
+                  (baseline of fenced_tx_pgx, fencepgx.InTx)
 
 ROUND TRIPS counts the calls that reached the database (statements, BEGIN,
-COMMIT, prepares), by a wrapper around the driver's connections. The
-alternatives (PostgreSQL advisory locks, GET_LOCK) are timed as a
-lock-and-unlock cycle next to fence's, with what each gives up. The order of
+COMMIT, prepares; a pgx batch once), by a wrapper around the driver's
+connections (a tracer on the pgx pool). The alternatives (PostgreSQL
+advisory locks, GET_LOCK) are timed as a lock-and-unlock cycle next to
+fence's, with what each gives up. The order of
 the cases is shuffled in every round, and the last row is the machine's load
 average at the start and the end of the run.
 --scale adds batch renewal, the runner's steady state, handoff between
