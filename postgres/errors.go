@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -80,6 +81,11 @@ func retryableCode(code string) bool {
 // synchronous-replication wait cut short by a shutdown reports "the
 // transaction has already committed locally").
 func (d *Driver) IsServerError(err error) bool {
+	// A COMMIT the server answered with ROLLBACK (the transaction had
+	// failed): pgx reports the answer as this error, and nothing committed.
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return true
+	}
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
 		return true

@@ -261,3 +261,23 @@ func TestIsRetryableOnTheServer(t *testing.T) {
 		t.Errorf("terminated session reported as a definite refusal: %v", err)
 	}
 }
+
+// A COMMIT of a transaction that had failed is answered ROLLBACK: nothing
+// committed, so the outcome is definite, not ambiguous (Store.InTx's fn
+// that swallowed a failed statement).
+func TestCommitAnsweredRollbackIsDefinite(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t)
+	ctx := context.Background()
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT 1/0"); err == nil {
+		t.Fatal("1/0 succeeded")
+	}
+	err = tx.Commit()
+	if err == nil || !d.IsServerError(err) || d.IsRetryable(err) {
+		t.Errorf("commit of a failed transaction: %v (definite %v, retryable %v)", err, d.IsServerError(err), d.IsRetryable(err))
+	}
+}
