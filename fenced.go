@@ -70,38 +70,51 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 // On MariaDB Galera Cluster a fenced write needs the lease row written in
 // its transaction, which ExecWith cannot do: it refuses with ErrInvalid
 // there (use InTx, or CheckTx in the caller's transaction).
-func (s *Store) ExecWith(ctx context.Context, t Token, exec func(ctx context.Context, query string, args []any) (int64, error), query string, args ...any) (n int64, err error) {
-	ctx, done := s.observe(ctx, OpWrite, t.Lease)
-	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
+func (s *Store) ExecWith(ctx context.Context, t Token, exec func(ctx context.Context, query string, args []any) (int64, error), query string, args ...any) (int64, error) {
 	if exec == nil {
 		return 0, fmt.Errorf("%w: ExecWith needs an exec function, got nil", ErrInvalid)
 	}
-	q, all, err := s.Fenced(t, query, args...)
-	if err != nil {
-		return 0, err
+	run := func(ctx context.Context, q string, all []any) (int64, error) {
+		n, err := exec(ctx, q, all)
+		if err != nil {
+			return 0, s.wrapWrite("fenced write", t.Lease, err)
+		}
+		return n, nil
 	}
-	if err := notSent(ctx, "fenced write", t.Lease); err != nil {
-		return 0, err
-	}
-	inTx, err := s.needsTx(ctx)
-	if err != nil {
-		return 0, s.wrap("fenced write", t.Lease, err)
-	}
-	if inTx {
+	galera := func(context.Context, string, []any) (int64, error) {
 		return 0, fmt.Errorf("%w: on MariaDB Galera Cluster a fenced write must write the lease row in its transaction; use InTx or CheckTx instead of ExecWith", ErrInvalid)
 	}
-	if n, err = exec(ctx, q, all); err != nil {
-		return 0, s.wrapWrite("fenced write", t.Lease, err)
-	}
-	if n == 0 {
-		return 0, s.noRows(ctx, t, "write")
-	}
-	return n, nil
+	return s.fencedWrite(ctx, t, query, args, run, galera)
 }
 
 // ExecIn is Exec on a given handle, for example inside the caller's own
 // transaction.
-func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, args ...any) (n int64, err error) {
+func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, args ...any) (int64, error) {
+	run := func(ctx context.Context, q string, all []any) (int64, error) {
+		res, err := e.ExecContext(ctx, q, all...)
+		if err != nil {
+			return 0, s.wrapWrite("fenced write", t.Lease, err)
+		}
+		// The statement's answer arrived: an error here is reading it, not
+		// an outcome in doubt.
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, s.wrap("fenced write", t.Lease, err)
+		}
+		return n, nil
+	}
+	galera := func(ctx context.Context, q string, all []any) (int64, error) {
+		return s.execGuarded(ctx, e, t, q, all)
+	}
+	return s.fencedWrite(ctx, t, query, args, run, galera)
+}
+
+// fencedWrite is ExecWith's and ExecIn's common part: rewrite the query,
+// refuse a context already over, then run it, or on Galera hand it to
+// galera (the lease row must be written in the same transaction); a write
+// that matched nothing is explained by noRows.
+func (s *Store) fencedWrite(ctx context.Context, t Token, query string, args []any,
+	run, galera func(ctx context.Context, q string, all []any) (int64, error)) (n int64, err error) {
 	ctx, done := s.observe(ctx, OpWrite, t.Lease)
 	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	q, all, err := s.Fenced(t, query, args...)
@@ -116,15 +129,10 @@ func (s *Store) ExecIn(ctx context.Context, e Execer, t Token, query string, arg
 		return 0, s.wrap("fenced write", t.Lease, err)
 	}
 	if inTx {
-		return s.execGuarded(ctx, e, t, q, all)
+		return galera(ctx, q, all)
 	}
-	res, err := e.ExecContext(ctx, q, all...)
-	if err != nil {
-		return 0, s.wrapWrite("fenced write", t.Lease, err)
-	}
-	n, err = res.RowsAffected()
-	if err != nil {
-		return 0, s.wrap("fenced write", t.Lease, err)
+	if n, err = run(ctx, q, all); err != nil {
+		return 0, err
 	}
 	if n == 0 {
 		return 0, s.noRows(ctx, t, "write")
