@@ -490,8 +490,15 @@ func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (
 	if g {
 		return d.galeraGuard(ctx, tx, t)
 	}
+	// Prepared (stmts.go) and run on tx's connection: Tx.StmtContext uses
+	// the statement already prepared there, or prepares it there once.
 	var n int64
-	err = tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	err = d.run("lock_tx", func(st *sql.Stmt) error {
+		if st != nil {
+			return tx.StmtContext(ctx, st).QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&n)
+		}
+		return tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	})
 	return n > 0, err
 }
 
