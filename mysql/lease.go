@@ -399,8 +399,11 @@ func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, 
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
 	var n int64
 	err := d.run("lease_is_held", func(st *sql.Stmt) error {
-		return d.queryRow(ctx, st, "lease_is_held", t.Name, t.Owner, t.Fence).Scan(&n)
+		return d.queryRow(ctx, st, "lease_is_held", t.Owner, t.Fence, t.Name).Scan(&n)
 	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil // no row: never held, or pruned
+	}
 	return n > 0, err
 }
 
