@@ -84,6 +84,13 @@ func (c *stmtCache) close() {
 // another.
 const maxFenced = 128
 
+// maxFencedLen is the longest Store.Exec text kept prepared: the cache
+// then holds at most maxFenced × maxFencedLen bytes of text (the root's
+// rewrite cache has the same bound), and a statement built with a long
+// list of placeholders, which may pass the 65,535 a prepared statement
+// takes, runs ad hoc as before.
+const maxFencedLen = 4096
+
 // PreparedExecer returns the Execer Store.Exec runs its statements on (not
 // on Galera, where Store.Exec runs them in a transaction of its own): the
 // driver's handle, each statement text prepared once and kept. The guard
@@ -117,6 +124,9 @@ func (p preparedExec) ExecContext(ctx context.Context, query string, args ...any
 // fencedStmt returns the prepared statement of a Store.Exec text, preparing
 // it on first use; nil when the cache is full or the text is not prepared.
 func (d *Driver) fencedStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if len(query) > maxFencedLen {
+		return nil, nil
+	}
 	c := d.stmts
 	c.mu.Lock()
 	st, ok := c.fenced[query]
