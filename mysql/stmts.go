@@ -3,8 +3,11 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fence/internal/driver"
 )
@@ -102,7 +105,11 @@ const maxFencedLen = 4096
 // statement runs in autocommit, as on the handle.
 //
 // The first call of a text prepares it (one more round trip, once); a text
-// the server will not prepare runs ad hoc from then on.
+// the server will not prepare runs ad hoc from then on. The server's
+// max_prepared_stmt_count is global, shared with every client, and each
+// text is prepared on every pooled connection it runs on: a connection the
+// server refuses one more statement (error 1461, before anything ran) runs
+// it ad hoc.
 func (d *Driver) PreparedExecer() driver.Execer { return preparedExec{d} }
 
 type preparedExec struct{ d *Driver }
@@ -111,14 +118,29 @@ func (p preparedExec) ExecContext(ctx context.Context, query string, args ...any
 	st, err := p.d.fencedStmt(ctx, query)
 	if err != nil || st == nil {
 		res, xerr := p.d.db.ExecContext(ctx, query, args...)
-		if err != nil && xerr == nil {
+		if err != nil && xerr == nil && !isPrepareLimit(err) {
 			// The statement is fine ad hoc but the server did not prepare
-			// it: do not ask again.
+			// it: do not ask again (unless it was only at its limit).
 			p.d.stmts.noPrepare(query)
 		}
 		return res, xerr
 	}
-	return st.ExecContext(ctx, args...)
+	res, err := st.ExecContext(ctx, args...)
+	if isPrepareLimit(err) {
+		// database/sql prepares the statement on each pooled connection it
+		// runs on; this one could not, so nothing ran: run it ad hoc.
+		return p.d.db.ExecContext(ctx, query, args...)
+	}
+	return res, err
+}
+
+// erMaxPreparedStmtCount is the server's refusal to prepare past its
+// max_prepared_stmt_count (a global limit, shared with every client).
+const erMaxPreparedStmtCount = 1461
+
+func isPrepareLimit(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == erMaxPreparedStmtCount
 }
 
 // fencedStmt returns the prepared statement of a Store.Exec text, preparing
