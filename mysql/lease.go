@@ -498,7 +498,12 @@ func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (
 	var n int64
 	err = d.run("lock_tx", func(st *sql.Stmt) error {
 		if st != nil {
-			return tx.StmtContext(ctx, st).QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&n)
+			err := tx.StmtContext(ctx, st).QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&n)
+			if !isPrepareLimit(err) {
+				return err
+			}
+			// Not prepared on tx's connection (the server's global limit):
+			// nothing ran, and the transaction goes on.
 		}
 		return tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
 	})
