@@ -56,7 +56,11 @@ func (s *Store) Exec(ctx context.Context, t Token, query string, args ...any) (i
 		}
 	}
 	if p, ok := s.drv.(driver.PreparedExecer); ok {
-		return s.ExecIn(ctx, p.PreparedExecer(), t, query, args...)
+		// Not where the write needs a transaction of its own (Galera):
+		// ExecIn opens it on the handle. An error here, ExecIn reports.
+		if inTx, err := s.needsTx(ctx); err == nil && !inTx {
+			return s.ExecIn(ctx, p.PreparedExecer(), t, query, args...)
+		}
 	}
 	return s.ExecIn(ctx, s.db, t, query, args...)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -334,4 +335,60 @@ func (d *Driver) isMariaDB(t testing.TB) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(v, "MariaDB")
+}
+
+// Store.Exec's statements run prepared, cached by text: a valid token
+// writes, a stale one does not, and past the cache's bounds (count and
+// length) statements still run, ad hoc.
+func TestPreparedExecer(t *testing.T) {
+	forEachHandle(t, func(t *testing.T, d *Driver) {
+		ctx := ctxT(t)
+		table := workTable(t, d)
+		a := mustAcquire(t, d, "job", "A", 60_000)
+		stale := driver.TokenParams{Name: "job", Owner: "A", Fence: a.Fence + 1}
+		x := d.PreparedExecer()
+		calls := 0
+		run := func(q string, tok driver.TokenParams) int64 {
+			t.Helper()
+			calls++ // a new value each time: the plain handle counts changed rows
+			g, gargs := d.GuardSQL(tok, 1)
+			res, err := x.ExecContext(ctx, strings.Replace(q, "{{fence}}", g, 1), append(append([]any{"w" + strconv.Itoa(calls)}, gargs...), 1)...)
+			if err != nil {
+				t.Fatalf("%.60s: %v", q, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		q := "UPDATE " + table + " SET v = ? WHERE {{fence}} AND id = ?"
+		for range 2 {
+			if n := run(q, stale); n != 0 {
+				t.Errorf("stale token wrote %d rows", n)
+			}
+			if n := run(q, a); n != 1 {
+				t.Errorf("valid token wrote %d rows", n)
+			}
+		}
+		g, _ := d.GuardSQL(a, 1)
+		if st, _ := d.fencedStmt(ctx, strings.Replace(q, "{{fence}}", g, 1)); st == nil {
+			t.Error("the statement is not kept prepared")
+		}
+		long := "UPDATE " + table + " SET v = ? WHERE {{fence}} AND id = ? /*" + strings.Repeat("x", maxFencedLen) + "*/"
+		if n := run(long, a); n != 1 {
+			t.Errorf("long statement wrote %d rows", n)
+		}
+		for i := range maxFenced + 2 {
+			if n := run(q+" AND "+strconv.Itoa(i)+" = "+strconv.Itoa(i), a); n != 1 {
+				t.Fatalf("statement %d wrote %d rows", i, n)
+			}
+		}
+		d.stmts.mu.Lock()
+		n := len(d.stmts.fenced)
+		d.stmts.mu.Unlock()
+		if n != maxFenced {
+			t.Errorf("%d statements kept, want %d", n, maxFenced)
+		}
+	})
 }

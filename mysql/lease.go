@@ -399,8 +399,11 @@ func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, 
 func (d *Driver) LeaseIsHeld(ctx context.Context, t driver.TokenParams) (bool, error) {
 	var n int64
 	err := d.run("lease_is_held", func(st *sql.Stmt) error {
-		return d.queryRow(ctx, st, "lease_is_held", t.Name, t.Owner, t.Fence).Scan(&n)
+		return d.queryRow(ctx, st, "lease_is_held", t.Owner, t.Fence, t.Name).Scan(&n)
 	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil // no row: never held, or pruned
+	}
 	return n > 0, err
 }
 
@@ -490,8 +493,20 @@ func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (
 	if g {
 		return d.galeraGuard(ctx, tx, t)
 	}
+	// Prepared (stmts.go) and run on tx's connection: Tx.StmtContext uses
+	// the statement already prepared there, or prepares it there once.
 	var n int64
-	err = tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	err = d.run("lock_tx", func(st *sql.Stmt) error {
+		if st != nil {
+			err := tx.StmtContext(ctx, st).QueryRowContext(ctx, t.Name, t.Owner, t.Fence).Scan(&n)
+			if !isPrepareLimit(err) {
+				return err
+			}
+			// Not prepared on tx's connection (the server's global limit):
+			// nothing ran, and the transaction goes on.
+		}
+		return tx.QueryRowContext(ctx, d.q["lock_tx"], t.Name, t.Owner, t.Fence).Scan(&n)
+	})
 	return n > 0, err
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,7 +78,32 @@ func guardedUser(sqlFor func(table, guard string) string, argsFor func(g []any) 
 	}
 }
 
+// guardedPrepared is guardedUser through the driver's PreparedExecer, as
+// Store.Exec runs it: the statement prepared, the values bound.
+func guardedPrepared(sqlFor func(table, guard string) string, argsFor func(g []any) []any, plain bool) func(ctx context.Context, w *Driver, table string, a driver.TokenParams, _ int64) (int64, error) {
+	return func(ctx context.Context, w *Driver, table string, a driver.TokenParams, _ int64) (int64, error) {
+		g, args := w.GuardSQL(a, 1)
+		if plain {
+			g = plainGuard(w)
+		}
+		q := sqlFor(table, g)
+		if st, err := w.fencedStmt(ctx, q); err != nil || st == nil {
+			return 0, fmt.Errorf("not prepared: %v", err)
+		}
+		return affected(w.PreparedExecer().ExecContext(ctx, q, argsFor(args)...))
+	}
+}
+
 var staleWrites = []staleWrite{
+	{name: "prepared-guarded-update", hold: holdRow1, run: guardedPrepared(fencedWrites[0].sql, fencedWrites[0].args, false)},
+	{name: "prepared-guarded-delete", hold: holdRow1, run: guardedPrepared(fencedWrites[1].sql, fencedWrites[1].args, false)},
+	{name: "prepared-guarded-insert-select",
+		hold: func(ctx context.Context, tx *sql.Tx, d *Driver, table string, _ int64) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (id, v) VALUES (100, 'other')")
+			return err
+		},
+		run: guardedPrepared(fencedWrites[2].sql, fencedWrites[2].args, false)},
+	{name: "control-prepared-plain-exists-update", hold: holdRow1, run: guardedPrepared(fencedWrites[0].sql, fencedWrites[0].args, true), failsOpen: true},
 	{name: "guarded-update", hold: holdRow1, run: guardedUser(fencedWrites[0].sql, fencedWrites[0].args, false)},
 	{name: "guarded-delete", hold: holdRow1, run: guardedUser(fencedWrites[1].sql, fencedWrites[1].args, false)},
 	{name: "guarded-insert-select",
@@ -180,7 +207,7 @@ func TestStaleWriteBlockedOnTargetDoesNotLandAfterTakeover(t *testing.T) {
 				}
 				time.Sleep(200 * time.Millisecond)
 				record("other transaction ends")
-				if sw.name == "guarded-insert-select" {
+				if strings.HasSuffix(sw.name, "guarded-insert-select") {
 					err = other.Rollback()
 				} else {
 					err = other.Commit()
@@ -229,7 +256,7 @@ func waitConn(t testing.TB, db *sql.DB, id int64) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var n int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND COMMAND = 'Query'", id).Scan(&n); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND COMMAND IN ('Query', 'Execute')", id).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
