@@ -13,6 +13,8 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // Server error numbers that mean "try again", not "no".
@@ -67,14 +69,14 @@ func (d *Driver) IsRetryable(err error) bool {
 //
 // A connection that was never made (refused, DNS, a dial timeout: the
 // net.OpError of the dial) is definite too: no statement was sent on it; and
-// so is any error of a call that had sent only reads (beforeWriteError).
+// so is any error of a call that had sent only reads (driver.BeforeWrite).
 func (d *Driver) IsServerError(err error) bool {
 	var we *afterWriteError
 	if errors.As(err, &we) {
 		return false
 	}
-	var be *beforeWriteError
-	if errors.As(err, &be) {
+	var bw driver.BeforeWriter
+	if errors.As(err, &bw) && bw.BeforeWrite() {
 		return true
 	}
 	var me *gomysql.MySQLError
@@ -102,22 +104,6 @@ func afterWrite(err error) error {
 		return nil
 	}
 	return &afterWriteError{err}
-}
-
-// beforeWriteError is an error of a call that had sent only reads when it
-// struck (LeaseAcquire's read-first refusal): whatever it wraps, nothing
-// was written, so the failure is definite. IsRetryable still sees through
-// it.
-type beforeWriteError struct{ err error }
-
-func (e *beforeWriteError) Error() string { return e.err.Error() }
-func (e *beforeWriteError) Unwrap() error { return e.err }
-
-func beforeWrite(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &beforeWriteError{err}
 }
 
 func isDeadlock(err error) bool {

@@ -30,11 +30,6 @@ import (
 // refusal of a name this process knows nothing of goes through the upsert
 // and its lock), and a new name is inserted by the upsert.
 func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
-	var (
-		r    driver.AcquireResult
-		done bool
-		err  error
-	)
 	// Not on Galera: a plain read on one node may not have seen a release
 	// committed through another yet (reads are not causal there without
 	// wsrep_sync_wait), and a refusal from it is not linearizable — the CI
@@ -44,37 +39,7 @@ func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driv
 	if d.galera.Load() != galeraYes {
 		path = d.hints.Path(p.Name)
 	}
-	switch path {
-	case pathReadFirst:
-		r, done, err = d.acquireReadFirst(ctx, p)
-	case pathUpdate:
-		r, done, err = d.acquireUpdate(ctx, p)
-	}
-	if err == nil && !done {
-		r, err = d.acquireUpsert(ctx, p)
-	}
-	if err == nil {
-		d.hints.Note(p.Name, r, p.TTLMs)
-	}
-	return r, err
-}
-
-// acquireReadFirst reads the row and refuses a valid lease from the read; a
-// lapsed one it takes with acquireUpdate. done is false when the row is
-// missing or the UPDATE matched nothing: the caller then runs the upsert.
-func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
-	l, ok, err := d.LeaseGet(ctx, p.Name)
-	if err != nil {
-		// Only a read was sent: nothing was written.
-		return r, false, beforeWrite(err)
-	}
-	if !ok {
-		return r, false, nil
-	}
-	if l.LeasedUntilMs > l.NowMs {
-		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, true, nil
-	}
-	return d.acquireUpdate(ctx, p)
+	return d.hints.Acquire(ctx, p, path, driver.AcquireSteps{Get: d.LeaseGet, Update: d.acquireUpdate, Full: d.acquireUpsert})
 }
 
 // acquireUpdate takes a lapsed or released lease whose row exists with one

@@ -63,7 +63,7 @@ func TestRefusalTakesNoLock(t *testing.T) {
 // written) and keeps its retryability.
 func TestBeforeWriteIsDefinite(t *testing.T) {
 	d := &Driver{}
-	err := beforeWrite(io.ErrUnexpectedEOF)
+	err := driver.BeforeWrite(io.ErrUnexpectedEOF)
 	if !d.IsServerError(err) || !d.IsRetryable(err) {
 		t.Fatalf("beforeWrite(EOF): server error %v, retryable %v; want both", d.IsServerError(err), d.IsRetryable(err))
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // IsRetryable reports whether err is transient: the same call may succeed if
@@ -84,6 +86,11 @@ func (d *Driver) IsServerError(err error) bool {
 	// A COMMIT the server answered with ROLLBACK (the transaction had
 	// failed): pgx reports the answer as this error, and nothing committed.
 	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return true
+	}
+	// A call that had sent only reads (a read-first refusal) wrote nothing.
+	var bw driver.BeforeWriter
+	if errors.As(err, &bw) && bw.BeforeWrite() {
 		return true
 	}
 	var connectErr *pgconn.ConnectError

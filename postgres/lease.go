@@ -29,38 +29,8 @@ import (
 // that row; when the snapshot showed the lease free but a concurrent
 // acquisition won, Holder is nil, because the winner is not visible to the
 // statement.
-func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, err error) {
-	done := false
-	switch d.hints.Path(p.Name) {
-	case driver.PathReadFirst:
-		r, done, err = d.acquireReadFirst(ctx, p)
-	case driver.PathUpdate:
-		r, done, err = d.acquireUpdate(ctx, p)
-	}
-	if err == nil && !done {
-		r, err = d.acquireFull(ctx, p)
-	}
-	if err == nil {
-		d.hints.Note(p.Name, r, p.TTLMs)
-	}
-	return r, err
-}
-
-// acquireReadFirst reads the row and refuses a valid lease from the read;
-// a lapsed one it takes with acquireUpdate. done is false when the row is
-// missing or the UPDATE matched nothing.
-func (d *Driver) acquireReadFirst(ctx context.Context, p driver.AcquireParams) (r driver.AcquireResult, done bool, err error) {
-	l, ok, err := d.LeaseGet(ctx, p.Name)
-	if err != nil {
-		return r, false, driver.BeforeWrite(err) // only a read was sent
-	}
-	if !ok {
-		return r, false, nil
-	}
-	if l.LeasedUntilMs > l.NowMs {
-		return driver.AcquireResult{NowMs: l.NowMs, Holder: &l}, true, nil
-	}
-	return d.acquireUpdate(ctx, p)
+func (d *Driver) LeaseAcquire(ctx context.Context, p driver.AcquireParams) (driver.AcquireResult, error) {
+	return d.hints.Acquire(ctx, p, d.hints.Path(p.Name), driver.AcquireSteps{Get: d.LeaseGet, Update: d.acquireUpdate, Full: d.acquireFull})
 }
 
 // acquireUpdate takes a lapsed or released lease whose row exists with one

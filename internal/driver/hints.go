@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -91,4 +92,56 @@ func (h *Hints) set(name string, until time.Time) {
 		h.m = make(map[string]time.Time)
 	}
 	h.m[name] = until
+}
+
+// AcquireSteps are a driver's statements for Hints.Acquire.
+type AcquireSteps struct {
+	// Get reads the row: a plain read, no lock, no write.
+	Get func(ctx context.Context, name string) (Lease, bool, error)
+	// Update takes a lease whose row exists and has lapsed, in one plain
+	// UPDATE; done is false when it matched nothing (held, or no row), and
+	// then nothing was written.
+	Update func(ctx context.Context, p AcquireParams) (r AcquireResult, done bool, err error)
+	// Full answers every case in one statement (the upsert, or the
+	// statement that reports the holder from its snapshot).
+	Full func(ctx context.Context, p AcquireParams) (AcquireResult, error)
+}
+
+// Acquire is a driver's LeaseAcquire by the path the caller chose
+// (normally h.Path(p.Name)):
+//
+//   - PathReadFirst: Get refuses a valid lease from the read, with its
+//     holder, taking no lock; a lapsed row is taken by Update;
+//   - PathUpdate: Update takes it;
+//   - PathFull, or a step that did not settle it (no row, or the UPDATE
+//     lost a race): Full.
+//
+// Each path is correct whatever the row holds; a stale hint costs a round
+// trip. A failure of the read, sent alone, is marked BeforeWrite: nothing
+// was written. The outcome is noted for the next call.
+func (h *Hints) Acquire(ctx context.Context, p AcquireParams, path int, s AcquireSteps) (r AcquireResult, err error) {
+	done := false
+	switch path {
+	case PathReadFirst:
+		var l Lease
+		var ok bool
+		if l, ok, err = s.Get(ctx, p.Name); err != nil {
+			return r, BeforeWrite(err)
+		}
+		switch {
+		case ok && l.LeasedUntilMs > l.NowMs:
+			r, done = AcquireResult{NowMs: l.NowMs, Holder: &l}, true
+		case ok:
+			r, done, err = s.Update(ctx, p)
+		}
+	case PathUpdate:
+		r, done, err = s.Update(ctx, p)
+	}
+	if err == nil && !done {
+		r, err = s.Full(ctx, p)
+	}
+	if err == nil {
+		h.Note(p.Name, r, p.TTLMs)
+	}
+	return r, err
 }

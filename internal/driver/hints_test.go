@@ -1,7 +1,10 @@
 package driver
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,5 +64,76 @@ func TestHintsBounded(t *testing.T) {
 	}
 	if p := h.Path(fmt.Sprint(maxHints + 9)); p != PathUpdate {
 		t.Errorf("the newest name was forgotten: path %d", p)
+	}
+}
+
+// Acquire runs the steps each path needs and no more, marks a failed
+// read-first as written-nothing, and notes the outcome.
+func TestHintsAcquireSteps(t *testing.T) {
+	type row struct {
+		ok    bool
+		valid bool
+	}
+	for _, tc := range []struct {
+		name     string
+		path     int
+		row      row
+		getErr   error
+		updateOK bool
+		want     string // the steps run
+		acquired bool
+		beforeW  bool
+	}{
+		{"read-first/held", PathReadFirst, row{true, true}, nil, false, "get", false, false},
+		{"read-first/lapsed", PathReadFirst, row{true, false}, nil, true, "get update", true, false},
+		{"read-first/lapsed, lost the race", PathReadFirst, row{true, false}, nil, false, "get update full", false, false},
+		{"read-first/no row", PathReadFirst, row{}, nil, false, "get full", true, false},
+		{"read-first/read fails", PathReadFirst, row{}, context.DeadlineExceeded, false, "get", false, true},
+		{"update/taken", PathUpdate, row{}, nil, true, "update", true, false},
+		{"update/matched nothing", PathUpdate, row{}, nil, false, "update full", true, false},
+		{"full", PathFull, row{}, nil, false, "full", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h Hints
+			var ran []string
+			s := AcquireSteps{
+				Get: func(context.Context, string) (Lease, bool, error) {
+					ran = append(ran, "get")
+					l := Lease{Name: "x", NowMs: 1000, LeasedUntilMs: 500}
+					if tc.row.valid {
+						l.LeasedUntilMs = 2000
+					}
+					return l, tc.row.ok, tc.getErr
+				},
+				Update: func(context.Context, AcquireParams) (AcquireResult, bool, error) {
+					ran = append(ran, "update")
+					return AcquireResult{Acquired: tc.updateOK}, tc.updateOK, nil
+				},
+				Full: func(context.Context, AcquireParams) (AcquireResult, error) {
+					ran = append(ran, "full")
+					return AcquireResult{Acquired: tc.acquired}, nil
+				},
+			}
+			r, err := h.Acquire(context.Background(), AcquireParams{Name: "x", TTLMs: 60_000}, tc.path, s)
+			if got := strings.Join(ran, " "); got != tc.want {
+				t.Errorf("steps %q, want %q", got, tc.want)
+			}
+			var bw BeforeWriter
+			if gotBW := errors.As(err, &bw) && bw.BeforeWrite(); gotBW != tc.beforeW || (err != nil) != tc.beforeW {
+				t.Errorf("err %v (before-write %v), want before-write %v", err, gotBW, tc.beforeW)
+			}
+			if err != nil {
+				return
+			}
+			if r.Acquired != tc.acquired {
+				t.Errorf("acquired %v, want %v", r.Acquired, tc.acquired)
+			}
+			if tc.row.valid && (r.Holder == nil || r.Holder.LeasedUntilMs != 2000) {
+				t.Errorf("refusal without the holder read: %+v", r)
+			}
+			if r.Acquired && h.Path("x") != PathReadFirst {
+				t.Errorf("an acquisition was not noted")
+			}
+		})
 	}
 }
