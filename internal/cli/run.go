@@ -455,21 +455,22 @@ func (a *app) lostReason(ctx context.Context, s *fence.Store, res fence.Result) 
 	const slowHint = "the lease lapsed before it was renewed: was fence paused or the database slow? a longer --ttl gives more slack"
 	var le *fence.LostError
 	if errors.As(res.Err, &le) {
+		if le.Reason == fence.LostUnknown {
+			// The store's own read of why had a short grace and did not
+			// finish (a loaded machine, a pool reconnecting after a pause):
+			// the command is over, so read again with more time.
+			if re := readLost(ctx, s, res.Token); re != nil {
+				le = re
+			}
+		}
 		return describeLost(le), lostHint(le.Reason, slowHint)
 	}
 	var ue *fence.UnprovenError
 	if errors.As(res.Err, &ue) {
 		// The runner gave up on its own clock; the database may know more.
 		why := fmt.Sprintf("lease %s fence %d could not be renewed within %s", name, res.Token.Fence, human(ue.Deadline))
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if cur, err := s.Get(gctx, res.Token.Lease); err == nil && cur.Fence > res.Token.Fence {
-			reason := fence.LostSuperseded
-			if cur.State == fence.StateRevoked {
-				reason = fence.LostRevoked
-			}
-			le := &fence.LostError{Lease: res.Token.Lease, Fence: res.Token.Fence, Current: cur.Fence, Reason: reason}
-			return describeLost(le) + " (no renewal succeeded within " + human(ue.Deadline) + ")", lostHint(reason, slowHint)
+		if le := readLost(ctx, s, res.Token); le != nil && le.Current > res.Token.Fence {
+			return describeLost(le) + " (no renewal succeeded within " + human(ue.Deadline) + ")", lostHint(le.Reason, slowHint)
 		}
 		if ue.Last != nil {
 			why += " (last error: " + oneLine(ue.Last.Error()) + ")"
@@ -489,6 +490,32 @@ func lostHint(r fence.LostReason, slow string) string {
 		return "the lease row was deleted outside fence"
 	}
 	return ""
+}
+
+// readLost reads the lease (within 2 s, whatever ctx) and says how t lost
+// it: superseded or revoked by a newer fence, released or expired at t's
+// fence; nil when the row cannot be read or does not say.
+func readLost(ctx context.Context, s *fence.Store, t fence.Token) *fence.LostError {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	cur, err := s.Get(gctx, t.Lease)
+	if err != nil {
+		return nil
+	}
+	le := &fence.LostError{Lease: t.Lease, Fence: t.Fence, Current: cur.Fence}
+	switch {
+	case cur.Fence > t.Fence && cur.State == fence.StateRevoked:
+		le.Reason = fence.LostRevoked
+	case cur.Fence > t.Fence:
+		le.Reason = fence.LostSuperseded
+	case cur.Fence == t.Fence && cur.State == fence.StateReleased:
+		le.Reason = fence.LostReleased
+	case cur.Fence == t.Fence && !cur.ExpiresAt.After(cur.DBNow):
+		le.Reason = fence.LostExpired
+	default:
+		return nil
+	}
+	return le
 }
 
 // describeLost is "lease NAME fence N superseded by fence M" and the like.
