@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,13 @@ func TestGuardSQLShape(t *testing.T) {
 	}
 	if len(args) != 3 || args[0] != "job" || args[1] != "o" || args[2] != int64(7) {
 		t.Errorf("args %#v", args)
+	}
+	// Rendered once per numbering, the same text as rendering it each time,
+	// also past the memo.
+	for first := 1; first <= len(d.q.guards)+8; first++ {
+		if got, want := d.q.guard(first), d.q.renderGuard(first); got != want || !strings.Contains(got, "$"+strconv.Itoa(first)+"::text") {
+			t.Fatalf("guard(%d) = %q, want %q", first, got, want)
+		}
 	}
 }
 

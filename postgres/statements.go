@@ -101,6 +101,10 @@ type statements struct {
 
 	nowMs         string // the database clock in milliseconds, as SQL
 	guardTemplate string // guard.sql rendered except for its placeholders
+	// guards[i] is the guard numbered from $i+1: rendered once, not on
+	// every fenced write (a strings.Replacer per call was 1.6 µs and 19
+	// allocations).
+	guards [32]string
 	migrations    []Migration
 }
 
@@ -134,6 +138,9 @@ func loadStatements(prefix string) (*statements, error) {
 		return nil, err
 	}
 	s := &statements{guardTemplate: guard, nowMs: nowMs}
+	for i := range s.guards {
+		s.guards[i] = s.renderGuard(i + 1)
+	}
 	for _, f := range []struct {
 		file string
 		dst  *string
@@ -187,6 +194,13 @@ func loadStatements(prefix string) (*statements, error) {
 // first. The casts give the placeholders their types whatever the caller's
 // statement around them.
 func (s *statements) guard(first int) string {
+	if first >= 1 && first <= len(s.guards) {
+		return s.guards[first-1]
+	}
+	return s.renderGuard(first)
+}
+
+func (s *statements) renderGuard(first int) string {
 	ph := func(i int, typ string) string { return "$" + strconv.Itoa(first+i) + "::" + typ }
 	return strings.NewReplacer(
 		"{{name}}", ph(0, "text"),
