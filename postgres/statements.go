@@ -104,8 +104,8 @@ type statements struct {
 	// guards[i] is the guard numbered from $i+1: rendered once, not on
 	// every fenced write (a strings.Replacer per call was 1.6 µs and 19
 	// allocations).
-	guards [32]string
-	migrations    []Migration
+	guards     [32]string
+	migrations []Migration
 }
 
 func loadStatements(prefix string) (*statements, error) {
