@@ -46,8 +46,10 @@ type HeldError struct {
 	// the holder could not be read or acquired before schema v3. It is what
 	// the holder calls itself, not a proof: the owner token is.
 	Holder    string
-	Owner     string        // the holder's owner token
 	Remaining time.Duration // until the holder's lease lapses, by the database clock
+	// The holder's owner token is not here: it is the holder's credential
+	// (with the fence it makes the holder's Token), and a refused caller
+	// has no use for it.
 }
 
 // Error says who holds the lease and for how long, for example

@@ -10,16 +10,16 @@ import (
 )
 
 func TestHeldErrorNamesHolderNotToken(t *testing.T) {
-	owner := strings.Repeat("9f2c4e0b", 4)
+	owner := strings.Repeat("9f2c4e0b", 4) // no HeldError carries one
 	for _, c := range []struct {
 		e    HeldError
 		want string
 	}{
-		{HeldError{Lease: "admin:reconciliation", Fence: 8, Holder: "web-3:4121", Owner: owner, Remaining: 12500 * time.Millisecond},
+		{HeldError{Lease: "admin:reconciliation", Fence: 8, Holder: "web-3:4121", Remaining: 12500 * time.Millisecond},
 			`fence: lease "admin:reconciliation" is held by "web-3:4121" (fence 8) for another 12.5s`},
-		{HeldError{Lease: "job", Fence: 8, Owner: owner, Remaining: time.Second},
+		{HeldError{Lease: "job", Fence: 8, Remaining: time.Second},
 			`fence: lease "job" is held by an unnamed holder (fence 8) for another 1s`},
-		{HeldError{Lease: "job", Fence: 8, Holder: "evil\x1b[2J\u202e", Owner: owner, Remaining: time.Second},
+		{HeldError{Lease: "job", Fence: 8, Holder: "evil\x1b[2J\u202e", Remaining: time.Second},
 			`fence: lease "job" is held by "evil\x1b[2J\u202e" (fence 8) for another 1s`},
 		{HeldError{Lease: "job"}, `fence: lease "job" is held by another owner`},
 	} {

@@ -336,7 +336,7 @@ func (s *Store) acquire(ctx context.Context, name string, ttl time.Duration, own
 				s.log.InfoContext(ctx, "fence: acquire outcome resolved: an earlier attempt committed", "lease", name, "fence", r.Holder.Fence)
 				return adopted(name, owner, ttl, began, *r.Holder), nil
 			}
-			h.Fence, h.Owner, h.Holder = r.Holder.Fence, r.Holder.Owner, r.Holder.Holder
+			h.Fence, h.Holder = r.Holder.Fence, r.Holder.Holder
 			h.Remaining = time.Duration(max(r.Holder.LeasedUntilMs-r.Holder.NowMs, 0)) * time.Millisecond
 		}
 		return Lease{}, h
