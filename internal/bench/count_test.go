@@ -84,3 +84,19 @@ func TestCaseGoalsPerDialect(t *testing.T) {
 		}
 	}
 }
+
+// Close drops every table the bench created, UNLOGGED ones included.
+func TestCreatedTable(t *testing.T) {
+	for q, want := range map[string]string{
+		"CREATE TABLE b_x (id int)":                      "b_x",
+		"CREATE UNLOGGED TABLE b_river (name text)":      "b_river",
+		"create table if not exists b_y (id int)":        "b_y",
+		"CREATE TABLE b_z (LIKE b_leases INCLUDING ALL)": "b_z",
+		"CREATE INDEX b_i ON b_x (id)":                   "",
+		"SELECT 1":                                       "",
+	} {
+		if got := createdTable(q); got != want {
+			t.Errorf("createdTable(%q) = %q, want %q", q, got, want)
+		}
+	}
+}

@@ -181,10 +181,32 @@ func (e *Env) exec(ctx context.Context, q string) error {
 	if _, err := e.DB.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("bench: %s: %w", firstWords(q), err)
 	}
-	if f := strings.Fields(q); len(f) > 2 && strings.EqualFold(f[0], "CREATE") && strings.EqualFold(f[1], "TABLE") {
-		e.tables = append(e.tables, f[2])
+	if t := createdTable(q); t != "" {
+		e.tables = append(e.tables, t)
 	}
 	return nil
+}
+
+// createdTable is the table a CREATE [UNLOGGED] TABLE [IF NOT EXISTS]
+// statement creates, or "". (River's UNLOGGED table was left behind by
+// every peers run when only CREATE TABLE was recognised.)
+func createdTable(q string) string {
+	f := strings.Fields(q)
+	if len(f) < 3 || !strings.EqualFold(f[0], "CREATE") {
+		return ""
+	}
+	f = f[1:]
+	if strings.EqualFold(f[0], "UNLOGGED") {
+		f = f[1:]
+	}
+	if len(f) < 2 || !strings.EqualFold(f[0], "TABLE") {
+		return ""
+	}
+	f = f[1:]
+	if len(f) > 3 && strings.EqualFold(f[0], "IF") && strings.EqualFold(f[1], "NOT") && strings.EqualFold(f[2], "EXISTS") {
+		f = f[3:]
+	}
+	return f[0]
 }
 
 func (e *Env) hasTable(name string) bool { return slices.Contains(e.tables, name) }
