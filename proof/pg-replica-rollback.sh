@@ -26,11 +26,12 @@
 # Runs the PostgreSQL 15 server binaries as user postgres (runuser as root,
 # else sudo -n, or directly when already postgres). Never touches any other
 # server: every command names 127.0.0.1 and the scratch ports
-# ($FENCE_REPLICA_PORT, default 55432, and the port after it).
+# ($FENCE_REPLICA_PORT, default 25432, and the port after it: below
+# the kernel's ephemeral range, where an outgoing connection could hold it).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-PRIMARY_PORT=${FENCE_REPLICA_PORT:-55432}
+PRIMARY_PORT=${FENCE_REPLICA_PORT:-25432}
 STANDBY_PORT=$((PRIMARY_PORT + 1))
 BEFORE=${FENCE_REPLICA_BEFORE:-3} # acquisitions the standby replays
 MISSED=${FENCE_REPLICA_MISSED:-3} # acquisitions only the primary commits

@@ -19,8 +19,14 @@
 #   FENCE_GALERA_DIR         data directory (default ${TMPDIR:-/tmp}/fence-galera);
 #                            node N lives in $FENCE_GALERA_DIR/nodeN
 #   FENCE_GALERA_PORT        first client port (default 3311: nodes 3311-3313)
-#   FENCE_GALERA_GCOMM_PORT  first group port (default 45671); IST uses
-#                            +10 (45681…), SST (rsync) +20 (45691…)
+#   FENCE_GALERA_GCOMM_PORT  first group port (default 24571); IST uses
+#                            +10 (24581…), SST (rsync) +20 (24591…)
+# Every port must lie outside the kernel's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default): a node
+# retrying its connection to a peer that is not listening yet can be given
+# the peer's own port as its local port and connect to itself, and then
+# the peer cannot bind it (ci of stop 22, with the old default 45671: node
+# 2 failed three times with "bind: Address already in use" on 45672).
 #   FENCE_GALERA_WAIT        seconds to wait for a node (default 120)
 # Under CI=true or FENCE_CI_PROVISION=1 a missing galera-4, rsync or
 # mariadb-server is apt-get installed; otherwise their absence is an error.
@@ -28,7 +34,7 @@ set -euo pipefail
 
 DIR=${FENCE_GALERA_DIR:-${TMPDIR:-/tmp}/fence-galera}
 PORT=${FENCE_GALERA_PORT:-3311}
-GPORT=${FENCE_GALERA_GCOMM_PORT:-45671}
+GPORT=${FENCE_GALERA_GCOMM_PORT:-24571}
 WAIT=${FENCE_GALERA_WAIT:-120}
 PROVIDER=/usr/lib/galera/libgalera_smm.so
 MARIADBD=/usr/sbin/mariadbd
@@ -45,6 +51,9 @@ client() { command -v mariadb || command -v mysql; }
 node_dir() { echo "${DIR}/node$1"; }
 node_port() { echo $((PORT + $1 - 1)); }
 node_gport() { echo $((GPORT + $1 - 1)); }
+node_ports() { # node_ports N: every port node N listens on
+	echo "$(node_port "$1") $(node_gport "$1") $((GPORT + 10 + $1 - 1)) $((GPORT + 20 + $1 - 1))"
+}
 node_sock() { echo "$(node_dir "$1")/mysqld.sock"; }
 node_pidfile() { echo "$(node_dir "$1")/mysqld.pid"; }
 
@@ -195,13 +204,36 @@ wait_synced() {
 	done
 }
 
+# port_users P: the sockets on local port P other than TIME-WAIT ones (those
+# do not stop a server that binds with SO_REUSEADDR), with their processes.
+port_users() {
+	ss -Htanp exclude time-wait "( sport = :$1 )" 2>/dev/null || true
+}
+
+# check_ports: before a fresh start, every node's ports are free, and a port
+# in the ephemeral range is named (see the header: a node can be handed its
+# peer's port as a local port).
+check_ports() {
+	local lo hi n p users
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { lo=0 hi=-1; }
+	for n in "${NODES[@]}"; do
+		for p in $(node_ports "$n"); do
+			users=$(port_users "$p")
+			[[ -z "$users" ]] || die "port ${p} (node ${n}) is in use: ${users}; set FENCE_GALERA_PORT / FENCE_GALERA_GCOMM_PORT to free ports"
+			if ((p >= lo && p <= hi)); then
+				log "warning: port ${p} (node ${n}) is in the ephemeral range ${lo}-${hi}; a node may be handed it as a local port (set FENCE_GALERA_GCOMM_PORT below ${lo})"
+			fi
+		done
+	done
+}
+
 # join_node N: start node N empty, so that it copies node 1 (SST), and
 # wait until it is synced. A join whose state transfer fails makes the
 # server abort ("State transfer ... failed: No message of desired type",
 # seen once in about ten CI runs, with nothing else on the SST port): the
 # node is emptied and started again, up to three times.
 join_node() {
-	local n=$1 try
+	local n=$1 try p users
 	for try in 1 2 3; do
 		# Whatever state an earlier run or attempt left is not trusted.
 		find "$(node_dir "$n")/data" -mindepth 1 -delete
@@ -209,6 +241,10 @@ join_node() {
 		start_node "$n"
 		wait_synced "$n" "$n" soft && return 0
 		log "node ${n} exited during its join (attempt ${try}); starting it again"
+		for p in $(node_ports "$n"); do
+			users=$(port_users "$p")
+			[[ -z "$users" ]] || log "port ${p} is held by: ${users}"
+		done
 		sleep 1
 	done
 	die "node ${n} did not join in 3 attempts; log: $(node_dir "$n")/error.log"
@@ -232,6 +268,7 @@ cmd_start() {
 		log "already running in ${DIR}"
 	else
 		cmd_stop >/dev/null 2>&1 || true
+		check_ports
 		d=$(node_dir 1)
 		if [[ ! -d "${d}/data/mysql" ]]; then
 			log "mariadb-install-db for node 1 in ${d}/data"
