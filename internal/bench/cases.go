@@ -75,6 +75,10 @@ func Cases() []Case {
 	return []Case{
 		{Name: FloorUpdate, Setup: setupFloor},
 		{Name: Select1, Setup: setupSelect1},
+		// Not a target: the floor UPDATE writing the columns an acquire
+		// writes (holder, fence, state, expiry, times) with bound values,
+		// to show how much of acquire's cost is the row it must write.
+		{Name: "floor_update_wide", Baseline: FloorUpdate, Setup: setupFloorWide},
 		// Not a target: the cheapest read of a table row, to show how much
 		// of is_held and acquire_held any table access costs.
 		{Name: "pk_select", Baseline: Select1, Setup: setupPKSelect},
@@ -102,6 +106,18 @@ func Cases() []Case {
 		// fencepgx.InTx against BEGIN, UPDATE, COMMIT.
 		{Name: "unfenced_tx_pgx", Dialects: []fence.Dialect{fence.Postgres}, Setup: setupTxPgx(false)},
 		{Name: "fenced_tx_pgx", Baseline: "unfenced_tx_pgx", MaxRatio: 1.10, Dialects: []fence.Dialect{fence.Postgres}, Setup: setupTxPgx(true)},
+		// Not targets: the statements of the fenced cases sent by hand,
+		// without fence's API, so that every run shows which part of a
+		// fenced case is the database's work and which is fence's Go side.
+		// fenced_write_sql is the statement Store.Exec sends;
+		// tx_pk_read is BEGIN, a plain primary-key read of the lease row,
+		// the UPDATE and COMMIT (the fourth round trip database/sql cannot
+		// batch, without the check's lock); tx_pgx_check_sql is
+		// fencepgx.InTx's batch (BEGIN and the check with its share lock),
+		// the UPDATE and COMMIT.
+		{Name: "fenced_write_sql", Baseline: "unfenced_write", Setup: setupWriteSQL},
+		{Name: "tx_pk_read", Baseline: "unfenced_tx", Setup: setupTxRead},
+		{Name: "tx_pgx_check_sql", Baseline: "unfenced_tx_pgx", Dialects: []fence.Dialect{fence.Postgres}, Setup: setupTxPgxSQL},
 	}
 }
 
@@ -128,6 +144,35 @@ func setupFloor(ctx context.Context, e *Env) (Op, error) {
 	return Op{
 		Do: func(ctx context.Context) error {
 			res, err := st.ExecContext(ctx, "floor")
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("bench: %d rows affected (%v), want 1", n, err)
+			}
+			return nil
+		},
+		Close: func() { st.Close() },
+	}, nil
+}
+
+func setupFloorWide(ctx context.Context, e *Env) (Op, error) {
+	t, err := floorTable(ctx, e)
+	if err != nil {
+		return Op{}, err
+	}
+	st, err := e.DB.PrepareContext(ctx, e.Rebind(fmt.Sprintf(`UPDATE %s SET owner_token = ?, fence_token = fence_token + 1,
+		state = 'held', leased_until_ms = ?, acquired_at_ms = ?, updated_at_ms = ? WHERE lease_name = ?`, t)))
+	if err != nil {
+		return Op{}, err
+	}
+	owner := [2]string{"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"}
+	i := 0
+	return Op{
+		Do: func(ctx context.Context) error {
+			i++
+			now := time.Now().UnixMilli()
+			res, err := st.ExecContext(ctx, owner[i%2], now+3600_000, now, now, "floor")
 			if err != nil {
 				return err
 			}
@@ -344,6 +389,103 @@ func setupWriteAutocommit(ctx context.Context, e *Env) (Op, error) {
 	return Op{Do: func(ctx context.Context) error {
 		_, err := e.Store.ExecIn(ctx, e.DB, l.Token, q, 1)
 		return err
+	}}, nil
+}
+
+// setupWriteSQL: fenced_write's statement, rendered by Store.Fenced once,
+// sent with ExecContext on every call.
+func setupWriteSQL(ctx context.Context, e *Env) (Op, error) {
+	t, l, err := itemsAndLease(ctx, e, true, "b-write-sql")
+	if err != nil {
+		return Op{}, err
+	}
+	q, args, err := e.Store.Fenced(l.Token, e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ? AND {{fence}}", t)), 1)
+	if err != nil {
+		return Op{}, err
+	}
+	return Op{Do: func(ctx context.Context) error { return execOne(ctx, e, q, args...) }}, nil
+}
+
+// setupTxRead: unfenced_tx with a plain primary-key read of a lease row
+// between BEGIN and the UPDATE.
+func setupTxRead(ctx context.Context, e *Env) (Op, error) {
+	t, l, err := itemsAndLease(ctx, e, true, "b-tx-read")
+	if err != nil {
+		return Op{}, err
+	}
+	read := e.Rebind(fmt.Sprintf("SELECT fence_token FROM %sleases WHERE lease_name = ?", e.prefix))
+	q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ?", t))
+	return Op{Do: func(ctx context.Context) error {
+		tx, err := e.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		var f int64
+		if err := tx.QueryRowContext(ctx, read, l.Token.Lease).Scan(&f); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, q, 2); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}}, nil
+}
+
+// setupTxPgxSQL: fencepgx.InTx's statements sent by hand on the pgx pool:
+// BEGIN and the lease check (the query CheckWith gives, share lock
+// included) in one batch, the UPDATE, COMMIT.
+func setupTxPgxSQL(ctx context.Context, e *Env) (Op, error) {
+	pool, err := e.Pgx(ctx)
+	if err != nil {
+		return Op{}, err
+	}
+	t, l, err := itemsAndLease(ctx, e, true, "b-tx-pgx-sql")
+	if err != nil {
+		return Op{}, err
+	}
+	var check string
+	var checkArgs []any
+	if err := e.Store.CheckWith(ctx, l.Token, func(_ context.Context, q string, args []any) (bool, error) {
+		check, checkArgs = q, args
+		return true, nil
+	}); err != nil {
+		return Op{}, err
+	}
+	q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ?", t))
+	return Op{Do: func(ctx context.Context) error {
+		var b pgx.Batch
+		b.BeginTx(pgx.TxOptions{})
+		b.Queue(check, checkArgs...)
+		br := pool.SendBatch(ctx, &b)
+		tx := br.Tx()
+		var held bool
+		_, err := br.Exec() // BEGIN's result
+		if err == nil {
+			err = br.QueryRow().Scan(&held)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && !held {
+			err = errors.New("bench: the check said not held")
+		}
+		if err != nil {
+			if tx != nil {
+				tx.Rollback(context.WithoutCancel(ctx))
+			}
+			return err
+		}
+		tag, err := tx.Exec(ctx, q, 2)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("bench: %d rows affected, want 1", tag.RowsAffected())
+		}
+		if err != nil {
+			tx.Rollback(context.WithoutCancel(ctx))
+			return err
+		}
+		return tx.Commit(ctx)
 	}}, nil
 }
 

@@ -28,6 +28,14 @@ fenced write next to its baseline, measured interleaved in the same run:
   unfenced_tx_pgx the same on a pgx pool (PostgreSQL): Begin, UPDATE, Commit
                   (baseline of fenced_tx_pgx, fencepgx.InTx)
 
+No targets, there to split a case's cost: floor_update_wide is the floor
+UPDATE writing the columns an acquire writes (what the row itself costs);
+fenced_write_sql, tx_pk_read and tx_pgx_check_sql send a fenced case's
+statements by hand, without fence's API (what is the database's work and
+what fence's Go side): the statement Store.Exec sends; BEGIN, a plain read
+of the lease row, the UPDATE, COMMIT (the round trip database/sql cannot
+batch); fencepgx.InTx's batch, the UPDATE, COMMIT.
+
 ROUND TRIPS counts the calls that reached the database (statements, BEGIN,
 COMMIT, prepares; a pgx batch once), by a wrapper around the driver's
 connections (a tracer on the pgx pool). The alternatives (PostgreSQL
