@@ -131,38 +131,19 @@ var (
 // durable write the database offers, the floor for acquire, renew and
 // release.
 func setupFloor(ctx context.Context, e *Env) (Op, error) {
-	t, err := floorTable(ctx, e)
-	if err != nil {
-		return Op{}, err
-	}
-	// Prepared, as fence's own statements are (pgx caches them itself), so
-	// that the floor is not the parse.
-	st, err := e.DB.PrepareContext(ctx, e.Rebind(fmt.Sprintf("UPDATE %s SET renew_count = renew_count + 1 WHERE lease_name = ?", t)))
+	st, err := floorStmt(ctx, e, "renew_count = renew_count + 1")
 	if err != nil {
 		return Op{}, err
 	}
 	return Op{
-		Do: func(ctx context.Context) error {
-			res, err := st.ExecContext(ctx, "floor")
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil || n != 1 {
-				return fmt.Errorf("bench: %d rows affected (%v), want 1", n, err)
-			}
-			return nil
-		},
+		Do:    func(ctx context.Context) error { return oneRow(st.ExecContext(ctx, "floor")) },
 		Close: func() { st.Close() },
 	}, nil
 }
 
 func setupFloorWide(ctx context.Context, e *Env) (Op, error) {
-	t, err := floorTable(ctx, e)
-	if err != nil {
-		return Op{}, err
-	}
-	st, err := e.DB.PrepareContext(ctx, e.Rebind(fmt.Sprintf(`UPDATE %s SET owner_token = ?, fence_token = fence_token + 1,
-		state = 'held', leased_until_ms = ?, acquired_at_ms = ?, updated_at_ms = ? WHERE lease_name = ?`, t)))
+	st, err := floorStmt(ctx, e, `owner_token = ?, fence_token = fence_token + 1,
+		state = 'held', leased_until_ms = ?, acquired_at_ms = ?, updated_at_ms = ?`)
 	if err != nil {
 		return Op{}, err
 	}
@@ -172,17 +153,32 @@ func setupFloorWide(ctx context.Context, e *Env) (Op, error) {
 		Do: func(ctx context.Context) error {
 			i++
 			now := time.Now().UnixMilli()
-			res, err := st.ExecContext(ctx, owner[i%2], now+3600_000, now, now, "floor")
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil || n != 1 {
-				return fmt.Errorf("bench: %d rows affected (%v), want 1", n, err)
-			}
-			return nil
+			return oneRow(st.ExecContext(ctx, owner[i%2], now+3600_000, now, now, "floor"))
 		},
 		Close: func() { st.Close() },
 	}, nil
+}
+
+// floorStmt prepares an UPDATE of the floor table's row with the given SET
+// list, its name the last placeholder. Prepared, as fence's own statements
+// are (pgx caches them itself), so that the floor is not the parse.
+func floorStmt(ctx context.Context, e *Env, set string) (*sql.Stmt, error) {
+	t, err := floorTable(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return e.DB.PrepareContext(ctx, e.Rebind(fmt.Sprintf("UPDATE %s SET %s WHERE lease_name = ?", t, set)))
+}
+
+// oneRow is nil when a statement ran and changed exactly one row.
+func oneRow(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("bench: %d rows affected (%v), want 1", n, err)
+	}
+	return nil
 }
 
 func setupSelect1(ctx context.Context, e *Env) (Op, error) {
@@ -229,14 +225,7 @@ func setupPKSelect(ctx context.Context, e *Env) (Op, error) {
 }
 
 func execOne(ctx context.Context, e *Env, q string, args ...any) error {
-	res, err := e.DB.ExecContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("bench: %d rows affected (%v), want 1", n, err)
-	}
-	return nil
+	return oneRow(e.DB.ExecContext(ctx, q, args...))
 }
 
 // setupAcquire: acquiring a free lease (released by its last holder, so the
@@ -416,21 +405,29 @@ func setupTxRead(ctx context.Context, e *Env) (Op, error) {
 	read := e.Rebind(fmt.Sprintf("SELECT fence_token FROM %sleases WHERE lease_name = ?", e.prefix))
 	q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ?", t))
 	return Op{Do: func(ctx context.Context) error {
-		tx, err := e.DB.BeginTx(ctx, nil)
-		if err != nil {
+		return plainTx(ctx, e.DB, func(tx *sql.Tx) error {
+			var f int64
+			if err := tx.QueryRowContext(ctx, read, l.Token.Lease).Scan(&f); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, q, 2)
 			return err
-		}
-		var f int64
-		if err := tx.QueryRowContext(ctx, read, l.Token.Lease).Scan(&f); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, q, 2); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+		})
 	}}, nil
+}
+
+// plainTx runs fn in a transaction of db without fence: BEGIN, fn, COMMIT
+// (ROLLBACK on fn's error).
+func plainTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // setupTxPgxSQL: fencepgx.InTx's statements sent by hand on the pgx pool:
@@ -507,15 +504,10 @@ func setupTx(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
 			}}, nil
 		}
 		return Op{Do: func(ctx context.Context) error {
-			tx, err := e.DB.BeginTx(ctx, nil)
-			if err != nil {
+			return plainTx(ctx, e.DB, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, q, 2)
 				return err
-			}
-			if _, err := tx.ExecContext(ctx, q, 2); err != nil {
-				tx.Rollback()
-				return err
-			}
-			return tx.Commit()
+			})
 		}}, nil
 	}
 }
