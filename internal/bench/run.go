@@ -159,6 +159,7 @@ func RunCases(ctx context.Context, e *Env, cases []Case, cfg Config) ([]Result, 
 		if err := w.run(ctx, e, op, 20, 3, cfg.Budget/4); err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", c.Name, err)
 		}
+		st.s.ready = w.ready // the warm-up left op prepared
 	}
 	// Round robin, a few operations of each case at a time, so that a case
 	// and its baseline meet the same conditions: on this kind of machine

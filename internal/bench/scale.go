@@ -167,7 +167,7 @@ func batchRenew(ctx context.Context, e *Env, sc ScaleConfig) ([]Result, error) {
 		if err := s.run(ctx, e, op, 1, 1, 0); err != nil { // warm-up
 			return nil, err
 		}
-		s = sample{}
+		s = sample{ready: s.ready}
 		if err := s.run(ctx, e, op, sc.BatchTicks, sc.BatchTicks, 0); err != nil {
 			return nil, err
 		}

@@ -34,7 +34,11 @@ fenced_write_sql, tx_pk_read and tx_pgx_check_sql send a fenced case's
 statements by hand, without fence's API (what is the database's work and
 what fence's Go side): the statement Store.Exec sends; BEGIN, a plain read
 of the lease row, the UPDATE, COMMIT (the round trip database/sql cannot
-batch); fencepgx.InTx's batch, the UPDATE, COMMIT.
+batch); fencepgx.InTx's batch, the UPDATE, COMMIT. renew_cancel_ctx is renew
+called with a context that can be cancelled: database/sql starts a
+goroutine for each query under such a context (none for an Exec such as
+the floor's), so the other cases run with a context that cannot be
+cancelled (an interrupt stops the run between operations).
 
 ROUND TRIPS counts the calls that reached the database (statements, BEGIN,
 COMMIT, prepares; a pgx batch once), by a wrapper around the driver's

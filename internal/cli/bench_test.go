@@ -23,7 +23,7 @@ func TestBenchQuickJSON(t *testing.T) {
 	for _, r := range rs {
 		byName[r["name"].(string)] = r
 	}
-	for _, name := range []string{"floor_update", "select_1", "acquire", "renew", "release", "is_held", "acquire_held", "takeover", "fenced_write", "fenced_tx", "floor_update_wide", "fenced_write_sql", "tx_pk_read"} {
+	for _, name := range []string{"floor_update", "select_1", "acquire", "renew", "release", "is_held", "acquire_held", "takeover", "fenced_write", "fenced_tx", "floor_update_wide", "fenced_write_sql", "tx_pk_read", "renew_cancel_ctx"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Errorf("no %s in %s", name, out)
