@@ -472,75 +472,93 @@ func TestRenewAfterLockWait(t *testing.T) {
 		{"renew within", false, false, true},
 		{"release within", true, false, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			d := newDriver(t)
-			// Long enough for the renew to start and wait while the lease is
-			// still valid, however loaded the machine.
-			ttl := 3 * time.Second
-			if !tc.pastExpiry {
-				ttl = time.Minute
+		for _, cancellable := range []bool{false, true} {
+			name := tc.name
+			if cancellable {
+				// queryRow's other path (rawRow: the statement on the
+				// connection's own *pgx.Conn).
+				name += " cancellable context"
 			}
-			tok := acquire(t, d, "job", ttl)
-			before := mustGet(t, d, "job")
-			tx, err := d.db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
-				t.Fatalf("LockTx = %v, %v", ok, err)
-			}
-			solo, pid := soloDriver(t, d)
-			done := make(chan struct{})
-			var ok bool
-			var opErr error
-			go func() {
-				defer close(done)
-				if tc.release {
-					ok, opErr = solo.LeaseRelease(ctx, tok)
-				} else {
-					var r driver.RenewResult
-					r, opErr = solo.LeaseRenew(ctx, tok, 60_000)
-					ok = r.Renewed
-				}
-			}()
-			waitLocked(t, d.db, pid)
-			if tc.pastExpiry {
-				for now(t, d) <= before.LeasedUntilMs { // the lease expires while the renew waits
-					time.Sleep(20 * time.Millisecond)
-				}
-			} else {
-				// Into a later millisecond than the renew's verdict, so that
-				// the re-check after the wait reads the row again.
-				for start := now(t, d); now(t, d) <= start+1; {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			<-done
-			if opErr != nil || ok != tc.wantSuccess {
-				t.Fatalf("after the wait = %v, %v; want %v", ok, opErr, tc.wantSuccess)
-			}
-			after := mustGet(t, d, "job")
-			switch {
-			case !tc.wantSuccess:
-				if after.LeasedUntilMs != before.LeasedUntilMs || after.State != driver.StateHeld || after.UpdatedAtMs != before.UpdatedAtMs {
-					t.Errorf("refused after the wait, but the row changed: %+v -> %+v", before, after)
-				}
-			case tc.release:
-				if after.State != driver.StateReleased || after.LeasedUntilMs != 0 {
-					t.Errorf("released, but the row is %+v", after)
-				}
-			default:
-				if after.LeasedUntilMs-after.UpdatedAtMs != 60_000 || after.UpdatedAtMs <= before.UpdatedAtMs {
-					t.Errorf("renewed, but the row is %+v (before %+v)", after, before)
-				}
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				renewAfterLockWait(t, tc.release, tc.pastExpiry, tc.wantSuccess, cancellable)
+			})
+		}
+	}
+}
+
+func renewAfterLockWait(t *testing.T, release, pastExpiry, wantSuccess, cancellable bool) {
+	tc := struct{ release, pastExpiry, wantSuccess bool }{release, pastExpiry, wantSuccess}
+	ctx := context.Background()
+	if cancellable {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+	}
+	d := newDriver(t)
+	// Long enough for the renew to start and wait while the lease is
+	// still valid, however loaded the machine.
+	ttl := 3 * time.Second
+	if !tc.pastExpiry {
+		ttl = time.Minute
+	}
+	tok := acquire(t, d, "job", ttl)
+	before := mustGet(t, d, "job")
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
+		t.Fatalf("LockTx = %v, %v", ok, err)
+	}
+	solo, pid := soloDriver(t, d)
+	done := make(chan struct{})
+	var ok bool
+	var opErr error
+	go func() {
+		defer close(done)
+		if tc.release {
+			ok, opErr = solo.LeaseRelease(ctx, tok)
+		} else {
+			var r driver.RenewResult
+			r, opErr = solo.LeaseRenew(ctx, tok, 60_000)
+			ok = r.Renewed
+		}
+	}()
+	waitLocked(t, d.db, pid)
+	if tc.pastExpiry {
+		for now(t, d) <= before.LeasedUntilMs { // the lease expires while the renew waits
+			time.Sleep(20 * time.Millisecond)
+		}
+	} else {
+		// Into a later millisecond than the renew's verdict, so that
+		// the re-check after the wait reads the row again.
+		for start := now(t, d); now(t, d) <= start+1; {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if opErr != nil || ok != tc.wantSuccess {
+		t.Fatalf("after the wait = %v, %v; want %v", ok, opErr, tc.wantSuccess)
+	}
+	after := mustGet(t, d, "job")
+	switch {
+	case !tc.wantSuccess:
+		if after.LeasedUntilMs != before.LeasedUntilMs || after.State != driver.StateHeld || after.UpdatedAtMs != before.UpdatedAtMs {
+			t.Errorf("refused after the wait, but the row changed: %+v -> %+v", before, after)
+		}
+	case tc.release:
+		if after.State != driver.StateReleased || after.LeasedUntilMs != 0 {
+			t.Errorf("released, but the row is %+v", after)
+		}
+	default:
+		if after.LeasedUntilMs-after.UpdatedAtMs != 60_000 || after.UpdatedAtMs <= before.UpdatedAtMs {
+			t.Errorf("renewed, but the row is %+v (before %+v)", after, before)
+		}
 	}
 }
 

@@ -52,6 +52,12 @@ func (n Counts) Total() int64 {
 	return n.Exec + n.Query + n.Prepare + n.Begin + n.Commit + n.Rollback + n.Ping + n.Batch
 }
 
+// RoundTrips is Total, or the network turns (Net) where those are more: a
+// statement run on the driver's own connection (postgres runs its one-row
+// statements on pgx's *pgx.Conn under a cancellable context, through
+// Unwrap) or prepared by pgx on first use passes no counted call.
+func (n Counts) RoundTrips() int64 { return max(n.Total(), n.Net) }
+
 // Statements is the number of round trips that carried SQL (transaction
 // control included; a batch counts once).
 func (n Counts) Statements() int64 { return n.Total() - n.Ping }

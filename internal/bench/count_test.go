@@ -100,3 +100,22 @@ func TestCreatedTable(t *testing.T) {
 		}
 	}
 }
+
+// A statement that passes no counted call (run on pgx's own connection, or
+// prepared by pgx on first use) still counts as a round trip through the
+// network turns.
+func TestRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		c    Counts
+		want int64
+	}{
+		{Counts{Query: 1, Net: 1}, 1},
+		{Counts{Net: 1}, 1},             // postgres rawRow under database/sql
+		{Counts{Exec: 1, Net: 2}, 2},    // a statement pgx prepared on first use
+		{Counts{Exec: 1, Commit: 1}, 2}, // a driver without a turn counter
+	} {
+		if got := tc.c.RoundTrips(); got != tc.want {
+			t.Errorf("%+v: %d round trips, want %d", tc.c, got, tc.want)
+		}
+	}
+}

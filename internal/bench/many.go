@@ -128,7 +128,7 @@ func manyRound(ctx context.Context, e, p *Env, q string, sc ScaleConfig, workers
 	}
 	if n > 0 {
 		r.NsPerOp = float64(wall.Nanoseconds()) / float64(n)
-		r.RoundTripsPerOp = float64(c.Total()) / float64(n)
+		r.RoundTripsPerOp = float64(c.RoundTrips()) / float64(n)
 		r.Statements = breakdown(c, float64(n))
 	}
 	if t := lv.seen(); t != "" {

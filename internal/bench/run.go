@@ -72,7 +72,7 @@ type Result struct {
 	NsPerOp float64 `json:"ns_per_op"`
 	// RoundTripsPerOp is the mean number of calls that reached the database
 	// (statements, BEGIN/COMMIT/ROLLBACK, prepares, pings, pgx batches) per
-	// operation.
+	// operation, or of network turns where those are more (Counts.RoundTrips).
 	RoundTripsPerOp float64 `json:"round_trips_per_op"`
 	// Baseline is the case this one is compared with, and RatioToBaseline
 	// the ratio of their medians, measured in the same run.
@@ -208,7 +208,7 @@ func RunCases(ctx context.Context, e *Env, cases []Case, cfg Config) ([]Result, 
 			r.NsPerOp = float64(s.Median.Nanoseconds())
 			r.MeanNs = float64(s.Mean.Nanoseconds())
 			r.P99Ns = float64(s.P99.Nanoseconds())
-			r.RoundTripsPerOp = float64(st.s.counts.Total()) / n
+			r.RoundTripsPerOp = float64(st.s.counts.RoundTrips()) / n
 			r.Statements = breakdown(st.s.counts, n)
 			medians[r.Name] = r.NsPerOp
 		}

@@ -42,7 +42,8 @@ cancelled (an interrupt stops the run between operations).
 
 ROUND TRIPS counts the calls that reached the database (statements, BEGIN,
 COMMIT, prepares; a pgx batch once), by a wrapper around the driver's
-connections (a tracer on the pgx pool). The alternatives (PostgreSQL
+connections (a tracer on the pgx pool), or on PostgreSQL the network turns
+where those are more (a statement run on pgx's own connection). The alternatives (PostgreSQL
 advisory locks, GET_LOCK) are timed as a lock-and-unlock cycle next to
 fence's, with what each gives up. The order of
 the cases is shuffled in every round, and the last row is the machine's load

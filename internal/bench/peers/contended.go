@@ -180,7 +180,7 @@ func contendOne(ctx context.Context, e *bench.Env, p peer, sh any, leases int, c
 		row.RefusalP99Ns = float64(all[min(len(all)-1, len(all)*99/100)].Nanoseconds())
 	}
 	if row.Ops > 0 {
-		row.RoundTripsPerOp = float64(e.Count.Snapshot().Sub(c0).Total()) / float64(row.Ops)
+		row.RoundTripsPerOp = float64(e.Count.Snapshot().Sub(c0).RoundTrips()) / float64(row.Ops)
 	}
 	return nil
 }
