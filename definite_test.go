@@ -39,10 +39,7 @@ func TestEndedContextIsDefinite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		table := s.Prefix() + "work"
-		if _, err := exec(ctx, s, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-			t.Fatal(err)
-		}
+		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := exec(ctx, s, q); return err })
 		if _, err := exec(ctx, s, "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
 			t.Fatal(err)
 		}
@@ -99,10 +96,7 @@ func TestRefusedStatementIsDefinite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		table := s.Prefix() + "work"
-		if _, err := exec(ctx, s, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-			t.Fatal(err)
-		}
+		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := exec(ctx, s, q); return err })
 		_, err = s.Exec(ctx, tok.Token, "UPDATE "+table+" SET v = WHERE {{fence}}")
 		if err == nil || errors.Is(err, fence.ErrAmbiguous) {
 			t.Errorf("syntax error: %v; want a definite error", err)

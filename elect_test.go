@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fence/internal/testdb"
 )
 
 func TestElectValidates(t *testing.T) {
@@ -196,10 +198,7 @@ func TestElectPartitionedLeaderStopsBeforeLapse(t *testing.T) {
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		const ttl = 3 * time.Second
 		opts := []RunOption{WithTTL(ttl), WithRetryPeriod(100 * time.Millisecond)}
-		table := s.Prefix() + "work"
-		if _, err := direct.DB().ExecContext(context.Background(), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-			t.Fatal(err)
-		}
+		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := direct.DB().ExecContext(ctx, q); return err })
 		if _, err := direct.DB().ExecContext(context.Background(), "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
 			t.Fatal(err)
 		}

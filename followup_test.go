@@ -159,10 +159,7 @@ const slack = 3 * time.Second
 func TestRefusedWriteFollowUpHonoursDeadline(t *testing.T) {
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		ctx := context.Background()
-		table := s.Prefix() + "work"
-		if _, err := direct.DB().ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-			t.Fatal(err)
-		}
+		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := direct.DB().ExecContext(ctx, q); return err })
 		if _, err := direct.DB().ExecContext(ctx, "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
 			t.Fatal(err)
 		}

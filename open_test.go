@@ -101,6 +101,11 @@ func TestOpenRefusesSettingsInDSN(t *testing.T) {
 			t.Errorf("%s: %v", dsn, err)
 			continue
 		}
+		// Open migrated the store's tables: leave nothing in a shared
+		// database.
+		if err := s.DropTables(context.Background()); err != nil {
+			t.Errorf("%s: drop tables: %v", dsn, err)
+		}
 		s.Close()
 	}
 }
@@ -322,8 +327,14 @@ func TestOpenBoundsThePool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
-			t.Cleanup(func() { s.DropTables(context.Background()) })
+			// Drop, then close: a cleanup runs after the test function's
+			// deferred calls, so a deferred Close would come first.
+			t.Cleanup(func() {
+				if err := s.DropTables(context.Background()); err != nil {
+					t.Errorf("drop tables: %v", err)
+				}
+				s.Close()
+			})
 			if _, err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@
 package testdb
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -70,4 +71,21 @@ func GaleraDSNs() []string {
 		}
 	}
 	return out
+}
+
+// WorkTable creates the test's own table prefix+"work" (id, v) through exec
+// and drops it when the test ends, so that a run against a shared database
+// leaves nothing behind.
+func WorkTable(t *testing.T, prefix string, exec func(ctx context.Context, q string) error) string {
+	t.Helper()
+	table := prefix + "work"
+	if err := exec(context.Background(), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := exec(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	return table
 }
