@@ -300,7 +300,7 @@ func (d *Driver) LockTxPgx(ctx context.Context, tx pgx.Tx, t driver.TokenParams)
 	return ok, err
 }
 
-// DropTables drops the three tables, if they exist.
+// DropTables drops every table Migrate created, if they exist.
 func (d *Driver) DropTables(ctx context.Context) error {
 	_, err := d.c.exec(ctx, d.q.dropTables)
 	return err

@@ -56,10 +56,8 @@ func eachDB(t *testing.T, fn func(t *testing.T, e env)) {
 				if err := r.drop(ctx); err != nil {
 					t.Errorf("dropping example tables: %v", err)
 				}
-				for _, tbl := range []string{"leases", "runs", "schema"} {
-					if _, err := s.DB().ExecContext(ctx, "DROP TABLE IF EXISTS "+e.prefix+tbl); err != nil {
-						t.Errorf("dropping %s%s: %v", e.prefix, tbl, err)
-					}
+				if err := s.DropTables(ctx); err != nil {
+					t.Errorf("dropping fence's tables: %v", err)
 				}
 			})
 			fn(t, e)

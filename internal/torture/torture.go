@@ -461,9 +461,8 @@ func (h *harness) cleanup() {
 		if !h.cfg.Keep && h.sc.p != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			h.sc.drop(ctx, h.admin.DB())
-			for _, q := range []string{"DROP TABLE IF EXISTS " + h.sc.p + "runs", "DROP TABLE IF EXISTS " + h.sc.p + "leases", "DROP TABLE IF EXISTS " + h.sc.p + "schema"} {
-				_, _ = h.admin.DB().ExecContext(ctx, q)
-			}
+			// Every table Migrate created, the task tables included.
+			_ = h.admin.DropTables(ctx)
 			cancel()
 		}
 		h.admin.Close()
