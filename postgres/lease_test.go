@@ -461,12 +461,7 @@ func TestRenewBatchLarge(t *testing.T) {
 // passes without the fallback, or the fallback renews).
 func TestRenewAfterLockWait(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name        string
-		release     bool
-		pastExpiry  bool
-		wantSuccess bool
-	}{
+	for _, tc := range []lockWaitCase{
 		{"renew past expiry", false, true, false},
 		{"release past expiry", true, true, false},
 		{"renew within", false, false, true},
@@ -481,14 +476,22 @@ func TestRenewAfterLockWait(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				renewAfterLockWait(t, tc.release, tc.pastExpiry, tc.wantSuccess, cancellable)
+				renewAfterLockWait(t, tc, cancellable)
 			})
 		}
 	}
 }
 
-func renewAfterLockWait(t *testing.T, release, pastExpiry, wantSuccess, cancellable bool) {
-	tc := struct{ release, pastExpiry, wantSuccess bool }{release, pastExpiry, wantSuccess}
+type lockWaitCase struct {
+	name        string
+	release     bool
+	pastExpiry  bool
+	wantSuccess bool
+}
+
+// renewAfterLockWait is one case of TestRenewAfterLockWait, with a context
+// that can be cancelled or not.
+func renewAfterLockWait(t *testing.T, tc lockWaitCase, cancellable bool) {
 	ctx := context.Background()
 	if cancellable {
 		var cancel context.CancelFunc
