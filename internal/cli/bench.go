@@ -55,7 +55,9 @@ processes, takeover after a crash and many names (a minute or more).
 process: a ShedLock-shaped lease (database time), River's leader election
 SQL (logged and unlogged table), and as the non-durable floor advisory
 locks, GET_LOCK and Redis SET NX PX; then the contended scenario (16
-workers on 1 and on 1,000 leases). The peers live in a module of their own
+workers on 1 and on 1,000 leases, --contended-rounds times each in a new
+random order every round; the medians are reported, with every round's
+ratio to fence). The peers live in a module of their own
 so that fence does not link a Redis client: --peers runs the command
 fence-bench-peers ($FENCE_BENCH_PEERS, else next to this executable, else
 on $PATH), built from internal/bench/peers:
@@ -75,9 +77,10 @@ func (a *app) benchCmd() *cobra.Command {
 		budget, contended   time.Duration
 		batch               int
 		redis, steps        string
+		contendedRounds     int
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--scale | --peers] [--quick] [--rounds N] [--budget D] [--batch N] [--steps S] [--redis ADDR] [--contended D] [--json]",
+		Use:   "bench [--scale | --peers] [--quick] [--rounds N] [--budget D] [--batch N] [--steps S] [--redis ADDR] [--contended D] [--contended-rounds N] [--json]",
 		Short: "Benchmark fence against the database's own floor",
 		Long:  benchLong,
 		Example: `  fence bench --dsn postgres://postgres@127.0.0.1:5432/test
@@ -93,13 +96,16 @@ func (a *app) benchCmd() *cobra.Command {
 			}
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
+			if contendedRounds < 1 {
+				return usagef("at least 1", "--contended-rounds %d", contendedRounds)
+			}
 			if peers {
 				if scale {
 					return usagef("run them one after the other", "--peers and --scale together")
 				}
 				f := cmd.Flags()
 				var pass []string
-				for _, name := range []string{"quick", "rounds", "budget", "batch", "redis", "contended"} {
+				for _, name := range []string{"quick", "rounds", "budget", "batch", "redis", "contended", "contended-rounds"} {
 					if f.Changed(name) {
 						pass = append(pass, "--"+name+"="+f.Lookup(name).Value.String())
 					}
@@ -109,8 +115,8 @@ func (a *app) benchCmd() *cobra.Command {
 				}
 				return a.runPeers(ctx, pass)
 			}
-			if cmd.Flags().Changed("redis") || cmd.Flags().Changed("contended") {
-				return usagef("the Redis lock and the contended scenario are part of --peers", "--redis and --contended need --peers")
+			if cmd.Flags().Changed("redis") || cmd.Flags().Changed("contended") || cmd.Flags().Changed("contended-rounds") {
+				return usagef("the Redis lock and the contended scenario are part of --peers", "--redis, --contended and --contended-rounds need --peers")
 			}
 			cfg := bench.Config{Rounds: rounds, Budget: budget, Batch: batch, Scale: scale, Log: a.stderr}
 			if steps != "" {
@@ -140,6 +146,7 @@ func (a *app) benchCmd() *cobra.Command {
 	f.BoolVar(&peers, "peers", false, "measure fence next to its peers (runs fence-bench-peers; see above)")
 	f.StringVar(&redis, "redis", "127.0.0.1:6379", "with --peers, Redis `address` for the Redis lock; empty leaves it out")
 	f.DurationVar(&contended, "contended", 2*time.Second, "with --peers, how long each contended scenario runs")
+	f.IntVar(&contendedRounds, "contended-rounds", 3, "with --peers, run every contended scenario `N` times, interleaved in a new random order each round, and report the medians")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,5 +63,26 @@ func TestBenchPeersMissingCommand(t *testing.T) {
 func TestBenchRedisNeedsPeers(t *testing.T) {
 	if code, _, _ := mainIn(t, nil, "", "bench", "--dsn", "sqlite:"+filepath.Join(t.TempDir(), "b.db"), "--redis", "127.0.0.1:6379"); code != ExitUsage {
 		t.Errorf("bench --redis without --peers: exit %d, want %d", code, ExitUsage)
+	}
+}
+
+// The contended scenario's flags reach fence-bench-peers as given, and are
+// refused without --peers or below one round.
+func TestBenchContendedRounds(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "b.db")
+	if code, _, _ := mainIn(t, nil, "", "bench", "--dsn", dsn, "--contended-rounds", "2"); code != ExitUsage {
+		t.Errorf("bench --contended-rounds without --peers: exit %d, want %d", code, ExitUsage)
+	}
+	if code, _, _ := mainIn(t, nil, "", "bench", "--dsn", dsn, "--peers", "--contended-rounds", "0"); code != ExitUsage {
+		t.Errorf("bench --peers --contended-rounds 0: exit %d, want %d", code, ExitUsage)
+	}
+	fake := filepath.Join(t.TempDir(), "fence-bench-peers")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FENCE_BENCH_PEERS", fake)
+	code, out, errs := mainIn(t, nil, "", "bench", "--dsn", dsn, "--peers", "--contended-rounds", "5", "--contended", "1s", "--json")
+	if code != 0 || strings.TrimSpace(out) != "--contended=1s --contended-rounds=5 --json" {
+		t.Errorf("bench --peers: exit %d, fence-bench-peers got %q (stderr %q)", code, out, errs)
 	}
 }

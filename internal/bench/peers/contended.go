@@ -17,68 +17,141 @@ import (
 // clients that each loop for cfg.Contended: pick a name at random, try to
 // lock it, and unlock it at once when they got it. An acquisition is a lock
 // and its unlock; a refusal is a try that found the name held, timed alone.
-// The scenarios run one after the other (in random order), each on names of
-// its own, after every name was locked and unlocked once untimed (so that
-// ShedLock's insert-once and fence's first upsert of a name are not timed).
+// Every scenario runs cfg.ContendedRounds times; each round runs all of
+// them one after the other in a new random order, so that a slow stretch of
+// the machine falls on different peers in different rounds. Each run works
+// on names of its own, after every name was locked and unlocked once
+// untimed (so that ShedLock's insert-once and fence's first upsert of a
+// name are not timed).
 func contended(ctx context.Context, e *bench.Env, ps []peer, shs *shareds, cfg Config) ([]Row, error) {
 	type scenario struct {
 		p      peer
 		leases int
+		order  int // the peer's place in ps, for a stable output order
 	}
 	var todo []scenario
-	for _, p := range ps {
+	var out []Row
+	for i, p := range ps {
 		if !p.runsOn(e.Dialect) {
 			continue
 		}
 		for _, n := range cfg.Leases {
-			todo = append(todo, scenario{p, n})
+			if p.skip != "" {
+				out = append(out, Row{Name: Contended, Peer: p.name, Dialect: string(e.Dialect), Durable: p.durable,
+					Workers: cfg.Workers, Leases: n, Skipped: p.skip})
+				continue
+			}
+			todo = append(todo, scenario{p, n, i})
 		}
 	}
-	mrand.Shuffle(len(todo), func(a, b int) { todo[a], todo[b] = todo[b], todo[a] })
 	e.DB.SetMaxIdleConns(2*cfg.Workers + 8)
-	var out []Row
-	for _, s := range todo {
-		row := Row{Name: Contended, Peer: s.p.name, Dialect: string(e.Dialect), Durable: s.p.durable,
-			Workers: cfg.Workers, Leases: s.leases, Note: s.p.note}
-		if s.p.skip != "" {
-			row.Note, row.Skipped = "", s.p.skip
-			out = append(out, row)
-			continue
-		}
-		sh, err := shs.get(ctx, e, s.p)
-		if skip := skipped(err); skip != "" {
-			row.Skipped = skip
-			out = append(out, row)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("peers: %s: %w", s.p.name, err)
-		}
-		fmt.Fprintf(cfg.Bench.Log, "peers: %s: contended %s, %d workers on %d leases\n", e.Dialect, s.p.name, cfg.Workers, s.leases)
-		if err := contendOne(ctx, e, s.p, sh, s.leases, cfg, &row); err != nil {
-			return nil, fmt.Errorf("peers: contended %s on %d leases: %w", s.p.name, s.leases, err)
-		}
-		out = append(out, row)
+	type key struct {
+		peer   string
+		leases int
 	}
-	// Throughput next to fence's in the same scenario.
-	fenceRate := map[int]float64{}
-	for _, r := range out {
-		if r.Peer == Fence {
-			fenceRate[r.Leases] = r.AcquisitionsPerS
-		}
-	}
-	for i := range out {
-		if f := fenceRate[out[i].Leases]; f > 0 && out[i].Skipped == "" {
-			out[i].ThroughputToFence = out[i].AcquisitionsPerS / f
+	runs := map[key][]Row{}
+	skippedRow := map[key]Row{}
+	for round := 0; round < cfg.ContendedRounds; round++ {
+		mrand.Shuffle(len(todo), func(a, b int) { todo[a], todo[b] = todo[b], todo[a] })
+		for _, s := range todo {
+			k := key{s.p.name, s.leases}
+			if _, ok := skippedRow[k]; ok {
+				continue
+			}
+			row := Row{Name: Contended, Peer: s.p.name, Dialect: string(e.Dialect), Durable: s.p.durable,
+				Workers: cfg.Workers, Leases: s.leases, Note: s.p.note}
+			sh, err := shs.get(ctx, e, s.p)
+			if skip := skipped(err); skip != "" {
+				row.Note, row.Skipped = "", skip
+				skippedRow[k] = row
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("peers: %s: %w", s.p.name, err)
+			}
+			fmt.Fprintf(cfg.Bench.Log, "peers: %s: contended %s, %d workers on %d leases (round %d of %d)\n",
+				e.Dialect, s.p.name, cfg.Workers, s.leases, round+1, cfg.ContendedRounds)
+			if err := contendOne(ctx, e, s.p, sh, s.leases, cfg, &row); err != nil {
+				return nil, fmt.Errorf("peers: contended %s on %d leases: %w", s.p.name, s.leases, err)
+			}
+			runs[k] = append(runs[k], row)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Row) int {
-		if a.Leases != b.Leases {
-			return a.Leases - b.Leases
+	// Each round's throughput next to fence's in the same round.
+	for k, rs := range runs {
+		fs := runs[key{Fence, k.leases}]
+		for i := range rs {
+			if i < len(fs) && fs[i].AcquisitionsPerS > 0 {
+				rs[i].ThroughputToFence = rs[i].AcquisitionsPerS / fs[i].AcquisitionsPerS
+			}
 		}
-		return 0
+	}
+	slices.SortStableFunc(todo, func(a, b scenario) int {
+		if a.leases != b.leases {
+			return a.leases - b.leases
+		}
+		return a.order - b.order
 	})
+	for _, s := range todo {
+		k := key{s.p.name, s.leases}
+		if r, ok := skippedRow[k]; ok {
+			out = append(out, r)
+			continue
+		}
+		out = append(out, merge(runs[k]))
+	}
+	slices.SortStableFunc(out, func(a, b Row) int { return a.Leases - b.Leases })
 	return out, nil
+}
+
+// merge makes one row of a scenario's rounds: the medians of the rates,
+// ratios and refusal percentiles, every round's rate and ratio, and the
+// sums of time, operations and round trips.
+func merge(rs []Row) Row {
+	out := rs[0]
+	var acq, ratio, p50, p99, refusals []float64
+	var trips float64
+	out.Seconds, out.Ops = 0, 0
+	for _, r := range rs {
+		acq = append(acq, r.AcquisitionsPerS)
+		refusals = append(refusals, r.RefusalsPerS)
+		if r.ThroughputToFence > 0 {
+			ratio = append(ratio, r.ThroughputToFence)
+		}
+		if r.RefusalP50Ns > 0 {
+			p50 = append(p50, r.RefusalP50Ns)
+			p99 = append(p99, r.RefusalP99Ns)
+		}
+		out.Seconds += r.Seconds
+		out.Ops += r.Ops
+		trips += r.RoundTripsPerOp * float64(r.Ops)
+	}
+	out.Rounds = len(rs)
+	out.AcquisitionsPerSRuns = slices.Clone(acq)
+	out.ThroughputToFenceRuns = slices.Clone(ratio)
+	out.AcquisitionsPerS = median(acq)
+	out.RefusalsPerS = median(refusals)
+	out.ThroughputToFence = median(ratio)
+	out.RefusalP50Ns, out.RefusalP99Ns = median(p50), median(p99)
+	if out.Ops > 0 {
+		out.RoundTripsPerOp = trips / float64(out.Ops)
+	}
+	return out
+}
+
+// median is the middle value (the mean of the two middle ones for an even
+// count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func skipped(err error) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ func quick() Config {
 	c.Contended = 100 * time.Millisecond
 	c.Workers = 4
 	c.Leases = []int{1, 20}
+	c.ContendedRounds = 2
 	// The Redis lock runs where a Redis answers (FENCE_BENCH_REDIS, default
 	// the local one; CI has none) and is reported as skipped elsewhere.
 	c.Redis = os.Getenv("FENCE_BENCH_REDIS")
@@ -80,6 +82,12 @@ func TestRun(t *testing.T) {
 					if r.AcquisitionsPerS <= 0 || r.RoundTripsPerOp <= 0 || r.Workers != 4 {
 						t.Errorf("contended %s on %d: %+v", r.Peer, r.Leases, r)
 					}
+					if r.Rounds != 2 || len(r.AcquisitionsPerSRuns) != 2 || len(r.ThroughputToFenceRuns) != 2 {
+						t.Errorf("contended %s on %d: want 2 rounds with a rate and a ratio each: %+v", r.Peer, r.Leases, r)
+					}
+					if r.Peer == Fence && (r.ThroughputToFence != 1 || r.ThroughputToFenceRuns[0] != 1) {
+						t.Errorf("contended fence on %d: ratio to itself %v", r.Leases, r.ThroughputToFenceRuns)
+					}
 				default:
 					t.Errorf("unexpected row %+v", r)
 				}
@@ -92,5 +100,32 @@ func TestRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMerge checks the medians of a scenario's rounds: each ratio is taken
+// within its own round, so the median ratio is not the ratio of the median
+// rates.
+func TestMerge(t *testing.T) {
+	rounds := []Row{
+		{AcquisitionsPerS: 100, ThroughputToFence: 1.5, Seconds: 2, Ops: 10, RoundTripsPerOp: 2, RefusalP50Ns: 5, RefusalP99Ns: 50},
+		{AcquisitionsPerS: 300, ThroughputToFence: 1.1, Seconds: 2, Ops: 30, RoundTripsPerOp: 1, RefusalP50Ns: 7, RefusalP99Ns: 70},
+		{AcquisitionsPerS: 200, ThroughputToFence: 0.9, Seconds: 2, Ops: 20, RoundTripsPerOp: 1, RefusalP50Ns: 6, RefusalP99Ns: 90},
+	}
+	m := merge(rounds)
+	if m.AcquisitionsPerS != 200 || m.ThroughputToFence != 1.1 || m.RefusalP50Ns != 6 || m.RefusalP99Ns != 70 {
+		t.Errorf("medians: %+v", m)
+	}
+	if m.Rounds != 3 || m.Seconds != 6 || m.Ops != 60 || m.RoundTripsPerOp != 70.0/60 {
+		t.Errorf("sums: %+v", m)
+	}
+	if !slices.Equal(m.AcquisitionsPerSRuns, []float64{100, 300, 200}) || !slices.Equal(m.ThroughputToFenceRuns, []float64{1.5, 1.1, 0.9}) {
+		t.Errorf("runs in the order they ran: %v %v", m.AcquisitionsPerSRuns, m.ThroughputToFenceRuns)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of an even count: %v", got)
+	}
+	if got := median(nil); got != 0 {
+		t.Errorf("median of none: %v", got)
 	}
 }

@@ -31,14 +31,16 @@ func main() {
 	flag.StringVar(&cfg.Redis, "redis", "127.0.0.1:6379", "Redis `address` for the Redis lock; empty leaves it out")
 	flag.DurationVar(&cfg.Contended, "contended", 2*time.Second, "how long each contended scenario runs")
 	flag.IntVar(&cfg.Workers, "workers", 16, "workers of the contended scenario")
+	flag.IntVar(&cfg.ContendedRounds, "contended-rounds", 3, "run every contended scenario `N` times, interleaved in a new random order each round, and report the medians")
 	flag.Parse()
-	if *dsn == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: fence-bench-peers [--dsn DSN] [--json] [--quick] [--rounds N] [--budget D] [--redis ADDR] [--contended D] [--workers N]")
+	if *dsn == "" || flag.NArg() > 0 || cfg.ContendedRounds < 1 {
+		fmt.Fprintln(os.Stderr, "usage: fence-bench-peers [--dsn DSN] [--json] [--quick] [--rounds N] [--budget D] [--redis ADDR] [--contended D] [--contended-rounds N] [--workers N]")
 		os.Exit(64)
 	}
 	if *quick {
 		cfg.Bench.Rounds, cfg.Bench.Budget, cfg.Bench.MinOps = 1, 20*time.Millisecond, 2
 		cfg.Contended = 200 * time.Millisecond
+		cfg.ContendedRounds = 1
 	}
 	cfg.Bench.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
