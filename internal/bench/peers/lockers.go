@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencekit/fence"
@@ -202,6 +203,17 @@ func (s *shedLock) ttlArg(d time.Duration) any {
 type shedLockClient struct {
 	s  *shedLock
 	by string
+	// renews lengthens each extension by 1 ms more than the last. A renew
+	// that sets lock_until to the value it already has (two renews in the
+	// same millisecond, lock_until being now + ttl at millisecond
+	// resolution) changes no byte of the row: SQLite then writes no page
+	// and syncs nothing, and InnoDB logs nothing, so the "renew" costs a
+	// read. Measured on SQLite: 14-20 µs against 170-210 µs for a renew
+	// that writes. A real renew, seconds after the last, always writes.
+	// An extension that grows by 1 ms per renew cannot repeat a value: the
+	// clock never goes back to make up for it (alternating two lengths
+	// does repeat one when the clock moves by exactly their difference).
+	renews atomic.Int64
 }
 
 func newShedLock(_ context.Context, _ *bench.Env, shared any) (locker, error) {
@@ -231,7 +243,7 @@ func (c *shedLockClient) tryLock(ctx context.Context, name string) (bool, error)
 }
 
 func (c *shedLockClient) renew(ctx context.Context, name string) (bool, error) {
-	s, t := c.s, c.s.ttlArg(ttl)
+	s, t := c.s, c.s.ttlArg(ttl+time.Duration(c.renews.Add(1)%1_000_000)*time.Millisecond)
 	var args []any
 	if s.dialect == fence.MySQL {
 		args = []any{t, name, c.by}
