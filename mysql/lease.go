@@ -137,7 +137,7 @@ func (d *Driver) acquireUpsert(ctx context.Context, p driver.AcquireParams) (dri
 	}
 	r := driver.AcquireResult{NowMs: l.NowMs}
 	if name.Valid {
-		l.Name, l.Owner, l.Holder, l.Fence, l.State = name.String, owner.String, holder.String, f.Int64, state.String
+		l.Name, l.Owner, l.Holder, l.Fence, l.State = name.String, owner.String, holder.String, f.Int64, trimState(state.String)
 		l.LeasedUntilMs, l.AcquiredAtMs, l.UpdatedAtMs = until.Int64, acquired.Int64, updated.Int64
 		r.Holder = &l
 	}
@@ -155,6 +155,7 @@ func (d *Driver) acquireReturning(ctx context.Context, p driver.AcquireParams) (
 				&id, &l.Name, &l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
 		})
 	})
+	l.State = trimState(l.State)
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -480,8 +481,14 @@ type scanner interface{ Scan(dest ...any) error }
 func scanLease(s scanner) (driver.Lease, error) {
 	var l driver.Lease
 	err := s.Scan(&l.Name, &l.Owner, &l.Holder, &l.Fence, &l.State, &l.LeasedUntilMs, &l.AcquiredAtMs, &l.UpdatedAtMs, &l.NowMs)
+	l.State = trimState(l.State)
 	return l, err
 }
+
+// trimState undoes PAD_CHAR_TO_FULL_LENGTH: state is a CHAR(8) (schema
+// version 4), which a session with that sql_mode reads back padded with
+// spaces ("held    "). Without it the server trims, and this is a no-op.
+func trimState(s string) string { return strings.TrimRight(s, " ") }
 
 // LeaseRaiseFences moves every fence below floor up to it and revokes those
 // leases, in one transaction that locks the rows before it reads them.

@@ -100,8 +100,10 @@ func TestRenderPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 27 {
-		t.Errorf("%d files, want 27 (3 dialects × 3 versions × goose + up + down)", len(files))
+	// SQLite and PostgreSQL have three versions, MySQL four (its state
+	// column became CHAR(8)); each has a goose file, an up and a down.
+	if len(files) != 30 {
+		t.Errorf("%d files, want 30 (3 + 3 + 4 versions × goose + up + down)", len(files))
 	}
 	for p, b := range files {
 		s := string(b)
@@ -216,6 +218,30 @@ func TestDownIsDerivedOnlyFromCreateTableAndAddColumn(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "cannot derive the Down") {
 			t.Errorf("%q was accepted, err = %v", bad, err)
 		}
+	}
+}
+
+// A statement the generator cannot reverse by itself is reversed by the
+// "-- down:" line before it, in its place in the Down; two such lines before
+// one statement are refused.
+func TestDownNote(t *testing.T) {
+	d := sqliteDialect(t)
+	files := map[string][]byte{}
+	err := d.renderSources("fence_", []source{{Version: 1, Name: "x", From: "test",
+		SQL: "CREATE TABLE fence_a (x VARCHAR(16));\n-- Why the type changes.\n-- down: ALTER TABLE fence_a MODIFY x VARCHAR(16) NOT NULL\n" +
+			"ALTER TABLE fence_a MODIFY x CHAR(8) NOT NULL;\nALTER TABLE fence_a ADD COLUMN y INT;\n"}}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := string(files["golang-migrate/sqlite/0001_x.down.sql"])
+	want := "ALTER TABLE fence_a DROP COLUMN y;\nALTER TABLE fence_a MODIFY x VARCHAR(16) NOT NULL;\nDROP TABLE IF EXISTS fence_a;\n"
+	if !strings.Contains(down, want) {
+		t.Errorf("down:\n%s\nwant it to contain\n%s", down, want)
+	}
+	err = d.renderSources("fence_", []source{{Version: 1, Name: "x", From: "test",
+		SQL: "CREATE TABLE fence_a (x INT);\n-- down: SELECT 1\n-- down: SELECT 2\nALTER TABLE fence_a RENAME TO fence_b;\n"}}, map[string][]byte{})
+	if err == nil || !strings.Contains(err.Error(), "2 down notes") {
+		t.Errorf("two down notes: err = %v", err)
 	}
 }
 

@@ -221,14 +221,32 @@ var (
 	addColumn  = regexp.MustCompile(`(?is)^ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?([A-Za-z0-9_]+)\s`)
 )
 
+// downNote is a migration's own undo of the statement that follows it, on a
+// comment line "-- down: STATEMENT" (without its semicolon: the MySQL driver
+// splits its files at every semicolon). It is for what the generator cannot
+// reverse by itself, such as a column whose type changed: only the file
+// knows what the type was.
+var downNote = regexp.MustCompile(`(?m)^--[ \t]*down:[ \t]*(\S.*?)[ \t]*;?[ \t]*$`)
+
 // undoStatements returns, for each statement in order, the statements that
-// undo it: DROP TABLE for CREATE TABLE, DROP COLUMN for ADD COLUMN. Down runs
-// them backwards. A statement whose undo is not one of those is refused
-// rather than left behind by a Down.
+// undo it: the statement's down note if it has one, else DROP TABLE for
+// CREATE TABLE and DROP COLUMN for ADD COLUMN. Down runs them backwards. A
+// statement whose undo is none of those is refused rather than left behind
+// by a Down.
 func undoStatements(text string, spans []span) ([]string, error) {
 	var out []string
+	prev := 0
 	for _, s := range spans {
 		st := text[s.start:s.end]
+		notes := downNote.FindAllStringSubmatch(text[prev:s.start], -1)
+		prev = s.end
+		if len(notes) > 1 {
+			return nil, fmt.Errorf("%d down notes before %q: give one statement", len(notes), clip(st))
+		}
+		if len(notes) == 1 {
+			out = append(out, notes[0][1]+";")
+			continue
+		}
 		if m := createTable.FindStringSubmatch(st); m != nil {
 			out = append(out, "DROP TABLE IF EXISTS "+m[1]+";")
 			continue
@@ -245,7 +263,7 @@ func undoStatements(text string, spans []span) ([]string, error) {
 				continue
 			}
 		}
-		return nil, fmt.Errorf("cannot derive the Down migration of %q: genmigrations reverses only CREATE TABLE (with its indexes and triggers) and ALTER TABLE … ADD COLUMN; teach it this statement", clip(st))
+		return nil, fmt.Errorf("cannot derive the Down migration of %q: genmigrations reverses only CREATE TABLE (with its indexes and triggers) and ALTER TABLE … ADD COLUMN; teach it this statement, or put a \"-- down: STATEMENT\" line before it", clip(st))
 	}
 	return out, nil
 }
