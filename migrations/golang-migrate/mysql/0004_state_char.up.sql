@@ -13,6 +13,10 @@
 -- every state ('held', 'released', 'revoked') takes the same 8 bytes.
 -- Measured with 16 workers on 1,000 leases: docs/BENCHMARKS.md, fifth round.
 --
+-- The ALTER copies the lease table (one row per lease name: milliseconds),
+-- after the transactions open on it end; statements on the table wait for
+-- it meanwhile (README, "Upgrading ... to schema version 4").
+--
 -- A CHAR is read back without its trailing spaces (unless the session's
 -- sql_mode has PAD_CHAR_TO_FULL_LENGTH, which the driver trims), and
 -- compares equal to the same text unpadded. Re-running the statement after
