@@ -80,6 +80,26 @@ func openDB(t testing.TB, h handle) *sql.DB {
 	return db
 }
 
+// openWithSession returns a pool to the test server, as Open makes it, whose
+// sessions also run SET name = value (value is SQL, as go-sql-driver sends
+// it): a handle with a setting a careless user could have given it.
+func openWithSession(t testing.TB, name, value string) *sql.DB {
+	t.Helper()
+	openDB(t, viaOpen) // skips when the server is unreachable
+	cfg, err := parseURL(testdb.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params[name] = value
+	c, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // newDriver returns a migrated driver on fresh tables that are dropped when
 // the test ends.
 func newDriver(t testing.TB, h handle) *Driver {

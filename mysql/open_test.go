@@ -183,17 +183,7 @@ func TestCheckSession(t *testing.T) {
 	if err := newDriver(t, viaPlain).CheckSession(ctx); !errors.As(err, &se) || !strings.Contains(err.Error(), "clientFoundRows") {
 		t.Errorf("plain handle: %v", err)
 	}
-	cfg, err := parseURL(testdb.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Params["autocommit"] = "0"
-	c, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	defer db.Close()
+	db := openWithSession(t, "autocommit", "0")
 	d, err := New(db, testdb.Prefix())
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,7 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"testing"
-
-	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fence/internal/driver"
 	"github.com/fencekit/fence/internal/testdb"
@@ -39,18 +36,7 @@ func TestStateColumnKeepsItsSize(t *testing.T) {
 // PAD_CHAR_TO_FULL_LENGTH reads a CHAR back padded ("held    "); the
 // driver still reports the state as written, in every read.
 func TestStateUnderPadCharMode(t *testing.T) {
-	openDB(t, viaOpen) // skips when the server is unreachable
-	cfg, err := parseURL(testdb.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Params["sql_mode"] = "CONCAT(@@sql_mode, ',PAD_CHAR_TO_FULL_LENGTH')"
-	c, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	t.Cleanup(func() { db.Close() })
+	db := openWithSession(t, "sql_mode", "CONCAT(@@sql_mode, ',PAD_CHAR_TO_FULL_LENGTH')")
 	ctx := ctxT(t)
 	var mode, raw string
 	if err := db.QueryRowContext(ctx, "SELECT @@session.sql_mode").Scan(&mode); err != nil {

@@ -76,6 +76,33 @@ func soloDriver(t testing.TB, d *Driver) (*Driver, int) {
 	return s, pid
 }
 
+// waitingTokenOp starts a release of tok (or, with release false, a renew
+// for 60 s) on a driver with a connection of its own, and returns once that
+// statement waits for a row lock; result waits for it to finish and gives
+// its outcome.
+func waitingTokenOp(ctx context.Context, t testing.TB, d *Driver, tok driver.TokenParams, release bool) (result func() (bool, error)) {
+	t.Helper()
+	solo, pid := soloDriver(t, d)
+	done := make(chan struct{})
+	var ok bool
+	var err error
+	go func() {
+		defer close(done)
+		if release {
+			ok, err = solo.LeaseRelease(ctx, tok)
+			return
+		}
+		var r driver.RenewResult
+		r, err = solo.LeaseRenew(ctx, tok, 60_000)
+		ok = r.Renewed
+	}()
+	waitLocked(t, d.db, pid)
+	return func() (bool, error) {
+		<-done
+		return ok, err
+	}
+}
+
 // waitLocked waits until backend pid is waiting for a lock.
 func waitLocked(t testing.TB, db *sql.DB, pid int) {
 	t.Helper()

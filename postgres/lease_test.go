@@ -505,31 +505,9 @@ func renewAfterLockWait(t *testing.T, tc lockWaitCase, cancellable bool) {
 	if !tc.pastExpiry {
 		ttl = time.Minute
 	}
-	tok := acquire(t, d, "job", ttl)
+	tok, tx, _ := acquireLocked(t, d, "job", ttl)
 	before := mustGet(t, d, "job")
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if ok, err := d.LockTx(ctx, tx, tok); err != nil || !ok {
-		t.Fatalf("LockTx = %v, %v", ok, err)
-	}
-	solo, pid := soloDriver(t, d)
-	done := make(chan struct{})
-	var ok bool
-	var opErr error
-	go func() {
-		defer close(done)
-		if tc.release {
-			ok, opErr = solo.LeaseRelease(ctx, tok)
-		} else {
-			var r driver.RenewResult
-			r, opErr = solo.LeaseRenew(ctx, tok, 60_000)
-			ok = r.Renewed
-		}
-	}()
-	waitLocked(t, d.db, pid)
+	result := waitingTokenOp(ctx, t, d, tok, tc.release)
 	if tc.pastExpiry {
 		for now(t, d) <= before.LeasedUntilMs { // the lease expires while the renew waits
 			time.Sleep(20 * time.Millisecond)
@@ -544,7 +522,7 @@ func renewAfterLockWait(t *testing.T, tc lockWaitCase, cancellable bool) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	<-done
+	ok, opErr := result()
 	if opErr != nil || ok != tc.wantSuccess {
 		t.Fatalf("after the wait = %v, %v; want %v", ok, opErr, tc.wantSuccess)
 	}
@@ -603,21 +581,7 @@ func TestRenewRacingTakeover(t *testing.T) {
 					t.Fatalf("takeover in transaction = %v, %v", acquired, err)
 				}
 			}
-			solo, pid := soloDriver(t, d)
-			done := make(chan struct{})
-			var ok bool
-			var opErr error
-			go func() {
-				defer close(done)
-				if tc.release {
-					ok, opErr = solo.LeaseRelease(ctx, tok)
-				} else {
-					var r driver.RenewResult
-					r, opErr = solo.LeaseRenew(ctx, tok, 60_000)
-					ok = r.Renewed
-				}
-			}()
-			waitLocked(t, d.db, pid)
+			result := waitingTokenOp(ctx, t, d, tok, tc.release)
 			if tc.commit {
 				err = tx.Commit()
 			} else {
@@ -626,7 +590,7 @@ func TestRenewRacingTakeover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			<-done
+			ok, opErr := result()
 			if opErr != nil || ok == tc.commit {
 				t.Fatalf("racing the takeover = %v, %v; want %v", ok, opErr, !tc.commit)
 			}

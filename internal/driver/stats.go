@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"database/sql"
-	"strings"
 )
 
 // LeaseStat is a lease row as a metrics scrape reads it. It never carries
@@ -64,9 +63,7 @@ func ScanLeaseStats(rows Rows, st *Stats) error {
 			continue
 		}
 		st.Leases = append(st.Leases, LeaseStat{Name: name.String, Holder: owner.String, Fence: fence.Int64,
-			// A MySQL state is a CHAR(8), read back padded under
-			// PAD_CHAR_TO_FULL_LENGTH (mysql.trimState).
-			State: strings.TrimRight(state.String, " "), LeasedUntilMs: until.Int64, LastSuccessMs: lastSuccess.Int64})
+			State: state.String, LeasedUntilMs: until.Int64, LastSuccessMs: lastSuccess.Int64})
 	}
 	return rows.Err()
 }
