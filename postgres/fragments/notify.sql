@@ -1,2 +1,2 @@
 CASE WHEN pg_try_advisory_xact_lock(hashtext('{{prefix}}release'), hashtext(l.lease_name)) THEN 0
- ELSE (SELECT 1 FROM pg_notify('{{prefix}}release', l.lease_name)) END
+ ELSE length(pg_notify('{{prefix}}release', l.lease_name)::text) END
