@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -479,6 +480,79 @@ func TestRenewAfterLockWait(t *testing.T) {
 				renewAfterLockWait(t, tc, cancellable)
 			})
 		}
+	}
+}
+
+// The fast statements alone, without the driver's fallback: after a lock
+// wait that moved the clock past their verdict, lease_renew.sql and
+// lease_release.sql re-read the expiry (lease_until, schema version 4) and
+// go ahead while the lease is valid, and fail with the marker once it has
+// lapsed. A re-read that returned nothing would send every such wait down
+// the slower fallback, which TestRenewAfterLockWait cannot tell apart.
+func TestRecheckAfterWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []lockWaitCase{
+		{"renew within", false, false, true},
+		{"release within", true, false, true},
+		{"renew past expiry", false, true, false},
+		{"release past expiry", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			d := newDriver(t)
+			ttl := 3 * time.Second
+			if !tc.pastExpiry {
+				ttl = time.Minute
+			}
+			tok, tx, _ := acquireLocked(t, d, "job", ttl)
+			before := mustGet(t, d, "job")
+			solo, pid := soloDriver(t, d)
+			done := make(chan error, 1)
+			go func() {
+				if tc.release {
+					_, err := solo.c.exec(ctx, solo.q.release, tok.Name, tok.Owner, tok.Fence)
+					done <- err
+					return
+				}
+				var until, at int64
+				done <- solo.c.queryRow(ctx, solo.q.renew, tok.Name, tok.Owner, tok.Fence, int64(60_000)).Scan(&until, &at)
+			}()
+			waitLocked(t, d.db, pid)
+			if tc.pastExpiry {
+				for now(t, d) <= before.LeasedUntilMs {
+					time.Sleep(20 * time.Millisecond)
+				}
+			} else {
+				for start := now(t, d); now(t, d) <= start+1; {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			err := <-done
+			if tc.wantSuccess && err != nil {
+				t.Fatalf("within the lease, after the wait: %v", err)
+			}
+			if !tc.wantSuccess && !waitedPastExpiry(err) {
+				t.Fatalf("past the expiry, after the wait: %v, want the marker %q", err, "fence: waited past expiry")
+			}
+		})
+	}
+}
+
+// lease_until reads the row's expiry, NULL without a row.
+func TestLeaseUntilFunction(t *testing.T) {
+	d := newDriver(t)
+	tok := acquire(t, d, "job", time.Minute)
+	l := mustGet(t, d, tok.Name)
+	var got sql.NullInt64
+	if err := d.db.QueryRow("SELECT "+d.prefix+"lease_until($1)", "job").Scan(&got); err != nil || !got.Valid || got.Int64 != l.LeasedUntilMs {
+		t.Fatalf("lease_until(job) = %v, %v; want %d", got, err, l.LeasedUntilMs)
+	}
+	if err := d.db.QueryRow("SELECT "+d.prefix+"lease_until($1)", "absent").Scan(&got); err != nil || got.Valid {
+		t.Fatalf("lease_until(absent) = %v, %v; want NULL", got, err)
 	}
 }
 

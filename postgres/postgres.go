@@ -300,7 +300,8 @@ func (d *Driver) LockTxPgx(ctx context.Context, tx pgx.Tx, t driver.TokenParams)
 	return ok, err
 }
 
-// DropTables drops every table Migrate created, if they exist.
+// DropTables drops every table Migrate created, and its function
+// (lease_until), if they exist.
 func (d *Driver) DropTables(ctx context.Context) error {
 	_, err := d.c.exec(ctx, d.q.dropTables)
 	return err

@@ -20,7 +20,7 @@ WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $
   AND l.leased_until_ms > {{stmt_now_ms}}
 RETURNING CASE
     WHEN {{now_ms}} = {{stmt_now_ms}} THEN 0
-    WHEN (SELECT s.leased_until_ms FROM {{prefix}}leases AS s WHERE s.lease_name = $1::text) > {{now_ms}} THEN 0
+    WHEN {{prefix}}lease_until($1::text) > {{now_ms}} THEN 0
     ELSE ('fence: waited past expiry of ' || l.lease_name)::bigint
     END,
     {{notify}}

@@ -15,7 +15,9 @@
 --   the renew would revive it. RETURNING runs after the wait: when the
 --   clock has moved past the instant of the verdict it re-reads the
 --   leased_until the verdict was about (the snapshot's row, the row a
---   lock-only wait updates) and, if that has passed by now, fails the whole
+--   lock-only wait updates; {{prefix}}lease_until, schema version 4, a
+--   function so that the read costs nothing when CASE does not reach it)
+--   and, if that has passed by now, fails the whole
 --   statement with 22P02 and the marker "fence: waited past expiry", which
 --   rolls the renew back; the driver then runs lease_renew_locked.sql, which
 --   locks the row before it reads the clock. The same re-check can fail
@@ -39,7 +41,7 @@ WHERE l.lease_name = $1::text AND l.owner_token = $2::text AND l.fence_token = $
   AND l.leased_until_ms > {{stmt_now_ms}}
 RETURNING CASE
     WHEN {{now_ms}} = {{stmt_now_ms}} THEN l.leased_until_ms
-    WHEN (SELECT s.leased_until_ms FROM {{prefix}}leases AS s WHERE s.lease_name = $1::text) > {{now_ms}}
+    WHEN {{prefix}}lease_until($1::text) > {{now_ms}}
         THEN l.leased_until_ms
     ELSE ('fence: waited past expiry of ' || l.lease_name)::bigint
     END,

@@ -4,11 +4,11 @@
 // at a time, interleaved with the floor UPDATE, in one process (p50 of
 // 1,600 each; run from the repository root):
 //
-//	rel_old        the notification as before 4ef2166: (SELECT 1 FROM pg_notify(...))
-//	rel_sub        as shipped: pg_notify as a plain expression
-//	rel_fn         rel_sub with the lapse re-check's subquery in a STABLE SQL
-//	               function (not shipped: it would need a schema migration)
-//	rel_norecheck  rel_sub without the re-check's read (a control; not safe)
+//	rel_old        as in 42fe476: the notification (SELECT 1 FROM pg_notify(...))
+//	               and the lapse re-check's read a subquery
+//	rel_sub        4ef2166: pg_notify a plain expression, the re-check a subquery
+//	rel_fn         as shipped: the re-check calls lease_until (schema version 4)
+//	rel_norecheck  rel_fn without the re-check's read (a control; not safe)
 //
 // Usage: go run docs/benchmarks/2026-12-05/release/release.go [-dsn DSN]
 package main
@@ -39,10 +39,7 @@ func main() {
 	check(err)
 	_, err = db.Exec("INSERT INTO zzrel_floor VALUES (1, 0)")
 	check(err)
-	_, err = db.Exec("CREATE FUNCTION zzrel_until(text) RETURNS bigint LANGUAGE sql STABLE AS 'SELECT leased_until_ms FROM zzrel_leases WHERE lease_name = $1'")
-	check(err)
 	defer func() {
-		db.Exec("DROP FUNCTION zzrel_until(text)")
 		db.Exec("DROP TABLE zzrel_floor")
 		s.DropTables(ctx)
 	}()
@@ -59,16 +56,17 @@ func main() {
 			"{{stmt_floor_us}}", floorUs, "{{notify}}", notify).Replace(string(b))
 	}
 	acquire := read("postgres/queries/lease_acquire_update.sql", "")
+	fn := "zzrel_lease_until($1::text)"
 	sub := "(SELECT s.leased_until_ms FROM zzrel_leases AS s WHERE s.lease_name = $1::text)"
 	shipped := read("postgres/queries/lease_release.sql", newNotify)
-	if !strings.Contains(shipped, sub) {
-		check(fmt.Errorf("lease_release.sql no longer has the re-check %s", sub))
+	if !strings.Contains(shipped, fn) {
+		check(fmt.Errorf("lease_release.sql no longer has the re-check %s", fn))
 	}
 	forms := map[string]string{
-		"rel_old":       read("postgres/queries/lease_release.sql", oldNotify),
-		"rel_sub":       shipped,
-		"rel_fn":        strings.Replace(shipped, sub, "zzrel_until($1::text)", 1),
-		"rel_norecheck": strings.Replace(shipped, sub, "9223372036854775807", 1),
+		"rel_old":       strings.Replace(read("postgres/queries/lease_release.sql", oldNotify), fn, sub, 1),
+		"rel_sub":       strings.Replace(shipped, fn, sub, 1),
+		"rel_fn":        shipped,
+		"rel_norecheck": strings.Replace(shipped, fn, "9223372036854775807", 1),
 	}
 	names := []string{"rel_old", "rel_sub", "rel_fn", "rel_norecheck"}
 
