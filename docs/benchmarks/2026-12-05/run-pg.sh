@@ -1,5 +1,5 @@
 #!/bin/sh
-# PostgreSQL after the notify change (4ef2166): fence bench three times,
+# PostgreSQL after a change (final: 4ef2166, the notify; final2: 950ae35, lease_until): fence bench three times,
 # then --peers with five contended rounds, with the load average around
 # each run. B: directory with fence and fence-bench-peers; OUT: results.
 set -u
