@@ -106,7 +106,7 @@ func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int
 		return driver.RenewResult{Renewed: true, LeasedUntilMs: until, NowMs: now}, nil
 	case errors.Is(err, sql.ErrNoRows): // pgx.ErrNoRows is sql.ErrNoRows too
 		return driver.RenewResult{}, nil
-	case !waitedPastExpiry(err):
+	case !waitedPastExpiry(err) && !missingLeaseUntil(err):
 		return driver.RenewResult{}, err
 	}
 	var lockedUntil sql.NullInt64
@@ -121,6 +121,18 @@ func (d *Driver) LeaseRenew(ctx context.Context, t driver.TokenParams, ttlMs int
 func waitedPastExpiry(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "fence: waited past expiry")
+}
+
+// missingLeaseUntil reports that lease_renew.sql or lease_release.sql was
+// refused because the schema predates version 4 (no <prefix>lease_until):
+// PostgreSQL resolves the function when it parses the statement, so the
+// statement did nothing. Until Migrate runs, renew and release take their
+// locked forms, which do not call it (correct, one round trip slower), so
+// that processes of this version do not lose their leases on a schema that
+// another tool has not migrated yet.
+func missingLeaseUntil(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42883" && strings.Contains(pgErr.Message, "lease_until")
 }
 
 // LeaseRenewBatch renews every token in one statement, passing the tokens as
@@ -166,7 +178,7 @@ func (d *Driver) LeaseRenewBatch(ctx context.Context, ts []driver.TokenParams, t
 func (d *Driver) LeaseRelease(ctx context.Context, t driver.TokenParams) (bool, error) {
 	d.hints.Free(t.Name)
 	n, err := d.c.exec(ctx, d.q.release, t.Name, t.Owner, t.Fence)
-	if err != nil && waitedPastExpiry(err) {
+	if err != nil && (waitedPastExpiry(err) || missingLeaseUntil(err)) {
 		n, err = d.c.exec(ctx, d.q.releaseLocked, t.Name, t.Owner, t.Fence)
 	}
 	return n == 1, err

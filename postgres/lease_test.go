@@ -542,6 +542,44 @@ func TestRecheckAfterWait(t *testing.T) {
 	}
 }
 
+// On a schema without lease_until (version 3: this version of fence
+// running before Migrate, or before another migration tool applied 0004),
+// renew and release still work, through their locked forms, and still
+// refuse a token that does not hold the lease.
+func TestRenewReleaseWithoutLeaseUntil(t *testing.T) {
+	ctx := context.Background()
+	d := newDriver(t)
+	d.execT(t, "DROP FUNCTION {{prefix}}lease_until(text)")
+	d.execT(t, "DELETE FROM {{prefix}}schema WHERE version = 4")
+	tok := acquire(t, d, "job", time.Minute)
+	r, err := d.LeaseRenew(ctx, tok, 60_000)
+	if err != nil || !r.Renewed || r.LeasedUntilMs-r.NowMs != 60_000 {
+		t.Fatalf("renew without lease_until = %+v, %v", r, err)
+	}
+	stale := tok
+	stale.Fence--
+	if r, err := d.LeaseRenew(ctx, stale, 60_000); err != nil || r.Renewed {
+		t.Fatalf("renew of a stale token without lease_until = %+v, %v; want refused", r, err)
+	}
+	if ok, err := d.LeaseRelease(ctx, stale); err != nil || ok {
+		t.Fatalf("release of a stale token without lease_until = %v, %v; want refused", ok, err)
+	}
+	if ok, err := d.LeaseRelease(ctx, tok); err != nil || !ok {
+		t.Fatalf("release without lease_until = %v, %v", ok, err)
+	}
+	if l := mustGet(t, d, "job"); l.State != driver.StateReleased {
+		t.Fatalf("after release the row is %+v", l)
+	}
+	if v, err := d.Migrate(ctx); err != nil || v != 4 {
+		t.Fatalf("Migrate = %d, %v; want 4", v, err)
+	}
+	tok = acquire(t, d, "job", time.Minute)
+	var until, at int64
+	if err := d.c.queryRow(ctx, d.q.renew, tok.Name, tok.Owner, tok.Fence, int64(60_000)).Scan(&until, &at); err != nil {
+		t.Fatalf("the fast renew after Migrate: %v", err)
+	}
+}
+
 // lease_until reads the row's expiry, NULL without a row.
 func TestLeaseUntilFunction(t *testing.T) {
 	d := newDriver(t)
