@@ -82,24 +82,49 @@ func soloDriver(t testing.TB, d *Driver) (*Driver, int) {
 // its outcome.
 func waitingTokenOp(ctx context.Context, t testing.TB, d *Driver, tok driver.TokenParams, release bool) (result func() (bool, error)) {
 	t.Helper()
+	return waitingOp(t, d, func(solo *Driver) (bool, error) {
+		if release {
+			return solo.LeaseRelease(ctx, tok)
+		}
+		r, err := solo.LeaseRenew(ctx, tok, 60_000)
+		return r.Renewed, err
+	})
+}
+
+// waitingOp runs op on a driver with a connection of its own, and returns
+// once op's statement waits for a row lock; result waits for op to finish
+// and gives its outcome.
+func waitingOp(t testing.TB, d *Driver, op func(solo *Driver) (bool, error)) (result func() (bool, error)) {
+	t.Helper()
 	solo, pid := soloDriver(t, d)
 	done := make(chan struct{})
 	var ok bool
 	var err error
 	go func() {
 		defer close(done)
-		if release {
-			ok, err = solo.LeaseRelease(ctx, tok)
-			return
-		}
-		var r driver.RenewResult
-		r, err = solo.LeaseRenew(ctx, tok, 60_000)
-		ok = r.Renewed
+		ok, err = op(solo)
 	}()
 	waitLocked(t, d.db, pid)
 	return func() (bool, error) {
 		<-done
 		return ok, err
+	}
+}
+
+// outlastVerdict lets the database clock move on while a renew or release
+// waits for the row: past leasedUntil (pastExpiry), or into a later
+// millisecond than the statement's verdict, so that its re-check after the
+// wait reads the row again.
+func outlastVerdict(t testing.TB, d *Driver, pastExpiry bool, leasedUntil int64) {
+	t.Helper()
+	if pastExpiry {
+		for now(t, d) <= leasedUntil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return
+	}
+	for start := now(t, d); now(t, d) <= start+1; {
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -507,31 +507,20 @@ func TestRecheckAfterWait(t *testing.T) {
 			}
 			tok, tx, _ := acquireLocked(t, d, "job", ttl)
 			before := mustGet(t, d, "job")
-			solo, pid := soloDriver(t, d)
-			done := make(chan error, 1)
-			go func() {
+			result := waitingOp(t, d, func(solo *Driver) (bool, error) {
 				if tc.release {
 					_, err := solo.c.exec(ctx, solo.q.release, tok.Name, tok.Owner, tok.Fence)
-					done <- err
-					return
+					return err == nil, err
 				}
 				var until, at int64
-				done <- solo.c.queryRow(ctx, solo.q.renew, tok.Name, tok.Owner, tok.Fence, int64(60_000)).Scan(&until, &at)
-			}()
-			waitLocked(t, d.db, pid)
-			if tc.pastExpiry {
-				for now(t, d) <= before.LeasedUntilMs {
-					time.Sleep(20 * time.Millisecond)
-				}
-			} else {
-				for start := now(t, d); now(t, d) <= start+1; {
-					time.Sleep(time.Millisecond)
-				}
-			}
+				err := solo.c.queryRow(ctx, solo.q.renew, tok.Name, tok.Owner, tok.Fence, int64(60_000)).Scan(&until, &at)
+				return err == nil, err
+			})
+			outlastVerdict(t, d, tc.pastExpiry, before.LeasedUntilMs)
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			err := <-done
+			_, err := result()
 			if tc.wantSuccess && err != nil {
 				t.Fatalf("within the lease, after the wait: %v", err)
 			}
@@ -620,17 +609,7 @@ func renewAfterLockWait(t *testing.T, tc lockWaitCase, cancellable bool) {
 	tok, tx, _ := acquireLocked(t, d, "job", ttl)
 	before := mustGet(t, d, "job")
 	result := waitingTokenOp(ctx, t, d, tok, tc.release)
-	if tc.pastExpiry {
-		for now(t, d) <= before.LeasedUntilMs { // the lease expires while the renew waits
-			time.Sleep(20 * time.Millisecond)
-		}
-	} else {
-		// Into a later millisecond than the renew's verdict, so that
-		// the re-check after the wait reads the row again.
-		for start := now(t, d); now(t, d) <= start+1; {
-			time.Sleep(time.Millisecond)
-		}
-	}
+	outlastVerdict(t, d, tc.pastExpiry, before.LeasedUntilMs)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

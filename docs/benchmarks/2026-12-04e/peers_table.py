@@ -1,8 +1,10 @@
 # Markdown tables of peers-<db>.json: per operation, and contended (the
 # median over the rounds, and each round's ratio to fence).
-import json,sys
+import json,os,sys
 d=sys.argv[1] if len(sys.argv)>1 else '.'
 for db in ('postgres','mysql','sqlite'):
+    if not os.path.exists(f'{d}/peers-{db}.json'):
+        continue
     rows=json.load(open(f'{d}/peers-{db}.json'))
     print(f'#### {db}\n')
     per={}
