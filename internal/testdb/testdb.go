@@ -89,3 +89,19 @@ func WorkTable(t *testing.T, prefix string, exec func(ctx context.Context, q str
 	})
 	return table
 }
+
+// LongEnv is the switch for the long suites: torture rounds, race rounds,
+// fault and escape scenarios. The default `go test ./...` skips them so that
+// a newcomer's run finishes in about a minute; .ci/run sets it.
+const LongEnv = "FENCE_LONG"
+
+// LongEnabled reports whether FENCE_LONG=1.
+func LongEnabled() bool { return os.Getenv(LongEnv) == "1" }
+
+// Long skips t unless FENCE_LONG=1, saying how to run it.
+func Long(t testing.TB) {
+	t.Helper()
+	if !LongEnabled() {
+		t.Skipf("SKIP long test: set %s=1 to run it (.ci/run does)", LongEnv)
+	}
+}
