@@ -204,7 +204,7 @@ func Rebind(d Dialect, query string) string {
 		if t.kind == tParam && t.word == "?" {
 			n++
 			b.WriteString(query[last:t.pos])
-			writeApart(&b, query, t, "$"+strconv.Itoa(n))
+			writeApart(&b, query, t.pos, t.end, "$"+strconv.Itoa(n))
 			last = t.end
 		}
 	}
