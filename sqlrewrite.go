@@ -490,9 +490,9 @@ type actKind uint8
 
 const (
 	actParam actKind = iota // a ? placeholder: count it, rebind it on PostgreSQL
-	actRepl  // a marker replaced by what repl returns
-	actText  // the span replaced by text (an insertion where pos == end)
-	actGuard // repl's SQL inserted at pos, between text and post
+	actRepl                 // a marker replaced by what repl returns
+	actText                 // the span replaced by text (an insertion where pos == end)
+	actGuard                // repl's SQL inserted at pos, between text and post
 )
 
 type act struct {
