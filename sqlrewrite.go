@@ -69,6 +69,9 @@ func tokenize(d Dialect, q string) ([]token, error) {
 	if !utf8.ValidString(q) {
 		return nil, fmt.Errorf("%w: SQL is not valid UTF-8; send text as UTF-8 and binary values as bound parameters", ErrInvalid)
 	}
+	if err := trailByte(d, q); err != nil {
+		return nil, err
+	}
 	toks, err := tokenizeMode(d, q, false)
 	if err != nil {
 		return nil, err
@@ -85,6 +88,29 @@ func tokenize(d Dialect, q string) ([]token, error) {
 	}
 	markNames(toks, q)
 	return toks, nil
+}
+
+// trailByte refuses a backslash (and on MySQL a backtick) right after a
+// non-ASCII character. In the client character sets where a multibyte
+// character's second byte can be ASCII (GBK, GB18030, BIG5, SJIS, CP932:
+// 0x40–0x7E), the server reads the last byte of the UTF-8 character and
+// the backslash or backtick after it as one character, and a literal or a
+// quoted name then ends elsewhere than fence reads it. fence refuses those
+// encodings when a store opens (CheckSession), but the caller's own
+// transaction can set one (SET NAMES gbk, SET client_encoding), so the
+// spelling is refused wherever it may be sent (the oracle's catch,
+// fencetest OracleCatches). SQLite reads every statement as UTF-8.
+func trailByte(d Dialect, q string) error {
+	if d == SQLite {
+		return nil
+	}
+	for i := 1; i < len(q); i++ {
+		if q[i-1] < 0x80 || (q[i] != '\\' && (q[i] != '`' || d != MySQL)) {
+			continue
+		}
+		return fmt.Errorf("%w: SQL has %q right after a non-ASCII character (byte %d): in a client character set such as GBK, BIG5 or SJIS, which a transaction can switch to, the server reads the two as one character and a literal or quoted name ends elsewhere; put a space or another ASCII character between them, or bind the value as a parameter", ErrInvalid, q[i:i+1], i)
+	}
+	return nil
 }
 
 // markNames turns into names the words that the servers read as names

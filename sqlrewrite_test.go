@@ -251,6 +251,11 @@ func TestShapes(t *testing.T) {
 		{SQLite, "UPDATE t SET a = 1 WHERE id = 1 /* \x00 */ AND {{fence}}", "control character"},
 		{SQLite, "UPDATE t SET a = 'x\x00' WHERE {{fence}}", "NUL"},
 		{SQLite, "UPDATE t SET a = 1 WHERE \xff AND {{fence}}", "UTF-8"},
+		// A client character set such as GBK reads the last byte of 中 and
+		// the backslash (or backtick) after it as one character.
+		{MySQL, "UPDATE t SET a = '中\\' OR 1=1 -- ' WHERE {{fence}}", "non-ASCII"},
+		{Postgres, "UPDATE t SET a = E'中\\' WHERE {{fence}} AND b = 1", "non-ASCII"},
+		{MySQL, "UPDATE `表中` SET a = 1 WHERE {{fence}}", "non-ASCII"},
 	}
 	for _, c := range bad {
 		err := shapeOf(c.d, c.q)
