@@ -1,0 +1,547 @@
+package sqloracle
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fencekit/fence"
+)
+
+var driverBadConn = sqldriver.ErrBadConn
+
+// Attempt is what one run of a statement did, inside a transaction that
+// was rolled back.
+type Attempt struct {
+	N       int64
+	Err     error
+	Changed bool   // the tables differed after the statement
+	Diff    string // the first differences, when Changed
+	// Statements is, on SQLite, how many statements SQLite's own tokenizer
+	// finds in the text fence sent (SQLiteStatements); 0 elsewhere.
+	Statements int
+}
+
+// Outcome is what the oracle found for one statement.
+type Outcome struct {
+	SQL     string
+	Args    []any
+	Refused error // the checker's ErrInvalid, if it refused the statement
+	Stale   Attempt
+	Holder  Attempt
+}
+
+// Failed reports whether the checker accepted a statement that a stale
+// owner ran with effect: it changed a row, or reported success, or (on
+// SQLite) the text fence sent holds a second statement.
+func (r Outcome) Failed() bool {
+	if r.Refused != nil {
+		return false
+	}
+	return r.Stale.Changed || r.Stale.Err == nil || r.Stale.N != 0 || r.Stale.Statements > 1
+}
+
+// Why says how a failed outcome failed.
+func (r Outcome) Why() string {
+	var w []string
+	if r.Stale.Err == nil {
+		w = append(w, fmt.Sprintf("the stale owner's Exec succeeded (n=%d)", r.Stale.N))
+	} else if r.Stale.N != 0 {
+		w = append(w, fmt.Sprintf("n=%d with %v", r.Stale.N, r.Stale.Err))
+	}
+	if r.Stale.Changed {
+		w = append(w, "the stale owner changed the tables: "+r.Stale.Diff)
+	}
+	if r.Stale.Statements > 1 {
+		w = append(w, fmt.Sprintf("SQLite's tokenizer finds %d statements in the text fence sent", r.Stale.Statements))
+	}
+	if r.Stale.Err != nil && r.Stale.Changed {
+		w = append(w, "(Exec said: "+short(r.Stale.Err)+")")
+	}
+	return strings.Join(w, "; ")
+}
+
+// Check runs st: as the stale owner and, if the checker accepted it, as
+// the holder.
+func (o *Oracle) Check(ctx context.Context, st *Stmt) Outcome {
+	q, args := st.SQL()
+	return o.check(ctx, st.Session, q, args, true)
+}
+
+func (o *Oracle) check(ctx context.Context, s Session, q string, args []any, holder bool) Outcome {
+	r := Outcome{SQL: q, Args: args}
+	r.Stale = o.attempt(ctx, s, o.Stale, q, args)
+	if errors.Is(r.Stale.Err, fence.ErrInvalid) {
+		r.Refused = r.Stale.Err
+		return r
+	}
+	if holder {
+		r.Holder = o.attempt(ctx, s, o.Holder, q, args)
+	}
+	return r
+}
+
+// attempt runs q with token t through ExecIn in a transaction on the
+// session's connection, compares the tables before and after inside the
+// transaction, and rolls back.
+func (o *Oracle) attempt(ctx context.Context, s Session, t fence.Token, q string, args []any) (a Attempt) {
+	ctx, cancel := context.WithTimeout(ctx, o.attemptTO)
+	defer cancel()
+	// The checker decides before anything is sent; ask it first, so a
+	// refusal costs no round trip.
+	fq, fargs, err := o.stores[s.Handle].Fenced(t, q, args...)
+	if errors.Is(err, fence.ErrInvalid) {
+		a.Err = err
+		return a
+	}
+	if o.d == fence.SQLite && err == nil {
+		a.Statements = SQLiteStatements(fq)
+	}
+	_ = fargs
+	c, err := o.session(ctx, s)
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		o.reconnect(ctx, s.Handle)
+		a.Err = fmt.Errorf("begin: %w", err)
+		return a
+	}
+	defer func() {
+		if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			o.reconnect(ctx, s.Handle)
+		}
+	}()
+	before, err := o.snapshot(ctx, tx)
+	if err != nil {
+		a.Err = fmt.Errorf("snapshot before: %w", err)
+		return a
+	}
+	a.N, a.Err = o.stores[s.Handle].ExecIn(ctx, tx, t, q, args...)
+	after, err := o.snapshot(ctx, tx)
+	if err != nil {
+		if a.Err != nil && o.d == fence.Postgres && strings.Contains(err.Error(), "25P02") {
+			// The statement failed and PostgreSQL aborted the
+			// transaction: nothing of it can commit.
+			return a
+		}
+		a.Changed = true
+		a.Diff = "cannot read the tables after the statement: " + err.Error()
+		return a
+	}
+	if d := diff(before, after); d != "" {
+		a.Changed, a.Diff = true, d
+	}
+	return a
+}
+
+// table is one table's rows, each a row of column texts.
+type table struct {
+	name string
+	cols []string
+	rows [][]string
+}
+
+func (o *Oracle) snapshot(ctx context.Context, tx *sql.Tx) ([]table, error) {
+	var out []table
+	for _, name := range []string{o.Schema.Items, o.Schema.Sink} {
+		rows, err := tx.QueryContext(ctx, "SELECT * FROM "+name+" ORDER BY id")
+		if err != nil {
+			return nil, err
+		}
+		t := table{name: name}
+		t.cols, err = rows.Columns()
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		vals := make([]sql.RawBytes, len(t.cols))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			row := make([]string, len(vals))
+			for i, v := range vals {
+				if v == nil {
+					row[i] = "NULL"
+				} else {
+					row[i] = string(v)
+				}
+			}
+			t.rows = append(t.rows, row)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// diff describes the first differences between two snapshots, "" if none.
+func diff(a, b []table) string {
+	var out []string
+	for i := range a {
+		ta, tb := a[i], b[i]
+		if len(ta.rows) != len(tb.rows) {
+			out = append(out, fmt.Sprintf("%s has %d rows, had %d", ta.name, len(tb.rows), len(ta.rows)))
+		}
+		for j := 0; j < len(ta.rows) && j < len(tb.rows) && len(out) < 3; j++ {
+			for k := range ta.rows[j] {
+				if k < len(tb.rows[j]) && ta.rows[j][k] != tb.rows[j][k] {
+					out = append(out, fmt.Sprintf("%s row %d: %s %s -> %s", ta.name, j+1, ta.cols[k], ta.rows[j][k], tb.rows[j][k]))
+					break
+				}
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// Failure is a statement the oracle caught, with its minimised form.
+type Failure struct {
+	Dialect  fence.Dialect
+	Stmt     *Stmt
+	Outcome  Outcome
+	Minimal  string
+	MinArgs  []any
+	MinWhy   string
+	Tests    int // oracle runs the minimising took
+	Minimise bool
+}
+
+func (f Failure) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "a stale owner's write took effect: seed %d statement %d (%s), %s, on %s\n",
+		f.Stmt.Seed, f.Stmt.Index, f.Stmt.Kind, strings.Join(f.Stmt.Classes(), ","), f.Stmt.Session)
+	fmt.Fprintf(&b, "  statement: %s args %v\n  found:     %s\n", Quote(f.Outcome.SQL), f.Outcome.Args, f.Outcome.Why())
+	if f.Minimise {
+		fmt.Fprintf(&b, "  minimised (%d oracle runs): %s args %v\n  found:     %s\n", f.Tests, Quote(f.Minimal), f.MinArgs, f.MinWhy)
+	}
+	fmt.Fprintf(&b, "  reproduce: FENCE_LONG=1 FENCE_ORACLE_SEED=%d FENCE_ORACLE_ONLY=%d go test -run 'TestOracle/%s$' ./internal/sqloracle", f.Stmt.Seed, f.Stmt.Index, f.Dialect)
+	return b.String()
+}
+
+// Minimise delta-debugs the hostile spelling of a failing statement: the
+// smallest set of its hostile choices (the others put back to their plain
+// spelling, removable conjuncts removed) that still fails, by ddmin over
+// the choices, within budget oracle runs.
+func (o *Oracle) Minimise(ctx context.Context, f *Failure, budget int) {
+	st := f.Stmt
+	n := st.Choices()
+	keep := make([]bool, n)
+	var cur []int
+	for i := range n {
+		cur = append(cur, i)
+	}
+	tests := 0
+	var last Outcome
+	fails := func(set []int) bool {
+		if tests >= budget || ctx.Err() != nil {
+			return false
+		}
+		tests++
+		for i := range keep {
+			keep[i] = false
+		}
+		for _, c := range set {
+			keep[c] = true
+		}
+		q, args := st.Build(func(c int) bool { return keep[c] })
+		r := o.check(ctx, st.Session, q, args, false)
+		if r.Failed() {
+			last = r
+			return true
+		}
+		return false
+	}
+	last = f.Outcome
+	cur = ddmin(cur, fails)
+	f.Minimise = true
+	f.Tests = tests
+	f.Minimal, f.MinArgs, f.MinWhy = last.SQL, last.Args, last.Why()
+}
+
+// ddmin is Zeller's delta debugging (complements only): the smallest
+// subset of set, by 1-minimality, for which fails holds, given that it
+// holds for set.
+func ddmin(set []int, fails func([]int) bool) []int {
+	if len(set) > 0 && fails(nil) {
+		return nil
+	}
+	n := 2
+	for len(set) >= 2 {
+		chunk := (len(set) + n - 1) / n
+		reduced := false
+		for start := 0; start < len(set); start += chunk {
+			end := min(start+chunk, len(set))
+			rest := append(append([]int{}, set[:start]...), set[end:]...)
+			if fails(rest) {
+				set = rest
+				n = max(n-1, 2)
+				reduced = true
+				break
+			}
+		}
+		if !reduced {
+			if n >= len(set) {
+				break
+			}
+			n = min(2*n, len(set))
+		}
+	}
+	if len(set) == 1 && fails(nil) {
+		return nil
+	}
+	return set
+}
+
+// Stats counts what a run did.
+type Stats struct {
+	Dialect                fence.Dialect
+	Seed                   uint64
+	Generated, Accepted    int
+	Refused                int
+	RefusedBy              map[string]int
+	HolderWrote            int // accepted statements that changed the tables for the holder
+	HolderNoMatch          int // ErrNoMatch: the holder's own condition matched nothing
+	HolderFailed           int // the server refused the statement (or the session)
+	HolderErrors           map[string]int
+	StaleLost, StaleFailed int
+	Failures               int
+	ByKind, ByClass        map[string]*Count
+	Elapsed                time.Duration
+}
+
+// Count is generated / accepted / wrote for one kind or class.
+type Count struct{ Generated, Accepted, Wrote, Failed int }
+
+func newStats(d fence.Dialect, seed uint64) *Stats {
+	return &Stats{Dialect: d, Seed: seed, RefusedBy: map[string]int{}, HolderErrors: map[string]int{},
+		ByKind: map[string]*Count{}, ByClass: map[string]*Count{}}
+}
+
+func (s *Stats) add(st *Stmt, r Outcome) {
+	s.Generated++
+	kind := st.Kind
+	if i := strings.IndexByte(kind, '/'); i >= 0 {
+		kind = kind[:i]
+	}
+	counts := []*Count{s.count(s.ByKind, kind)}
+	for _, c := range st.Classes() {
+		counts = append(counts, s.count(s.ByClass, c))
+	}
+	if len(st.Classes()) == 0 {
+		counts = append(counts, s.count(s.ByClass, "(plain)"))
+	}
+	for _, c := range counts {
+		c.Generated++
+	}
+	if r.Refused != nil {
+		s.Refused++
+		s.RefusedBy[reason(r.Refused)]++
+		return
+	}
+	s.Accepted++
+	wrote := r.Holder.Changed
+	for _, c := range counts {
+		c.Accepted++
+		if wrote {
+			c.Wrote++
+		}
+		if r.Failed() {
+			c.Failed++
+		}
+	}
+	switch {
+	case wrote:
+		s.HolderWrote++
+	case errors.Is(r.Holder.Err, fence.ErrNoMatch):
+		s.HolderNoMatch++
+	case r.Holder.Err != nil:
+		s.HolderFailed++
+		s.HolderErrors[serverError(r.Holder.Err)]++
+	}
+	switch {
+	case r.Failed():
+		s.Failures++
+	case errors.Is(r.Stale.Err, fence.ErrLost):
+		s.StaleLost++
+	default:
+		s.StaleFailed++
+	}
+}
+
+func (s *Stats) count(m map[string]*Count, k string) *Count {
+	c := m[k]
+	if c == nil {
+		c = &Count{}
+		m[k] = c
+	}
+	return c
+}
+
+var (
+	digits = regexp.MustCompile(`[0-9]+`)
+	quoted = regexp.MustCompile(`"[^"]*"|'[^']*'|` + "`[^`]*`")
+)
+
+// reason is a refusal's message without its particulars, to count them.
+func reason(err error) string {
+	m := strings.TrimPrefix(err.Error(), fence.ErrInvalid.Error()+": ")
+	if i := strings.IndexAny(m, ";("); i > 0 {
+		m = m[:i]
+	}
+	if i := strings.Index(m, ": "); i > 0 {
+		m = m[:i]
+	}
+	m = digits.ReplaceAllString(m, "N")
+	return strings.TrimSpace(clip(m, 90))
+}
+
+// serverError is a server error without its particulars, to count them.
+func serverError(err error) string {
+	m := err.Error()
+	if i := strings.LastIndex(m, "fenced write"); i >= 0 {
+		if j := strings.Index(m[i:], ": "); j >= 0 {
+			m = m[i+j+2:]
+		}
+	}
+	if i := strings.Index(m, " near "); i > 0 {
+		m = m[:i]
+	}
+	m = quoted.ReplaceAllString(m, "…")
+	m = digits.ReplaceAllString(m, "N")
+	return clip(m, 100)
+}
+
+func short(err error) string { return clip(err.Error(), 160) }
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// Report renders the counts.
+func (s *Stats) Report() string {
+	var b strings.Builder
+	pct := func(a, n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(n))
+	}
+	fmt.Fprintf(&b, "%s, seed %d: %d statements in %s: %d accepted, %d refused; of the accepted, %d wrote as the holder (%s), %d matched nothing (ErrNoMatch), %d failed on the server; stale owner: %d ErrLost, %d other errors, %d FAILURES\n",
+		s.Dialect, s.Seed, s.Generated, s.Elapsed.Round(time.Millisecond), s.Accepted, s.Refused,
+		s.HolderWrote, pct(s.HolderWrote, s.Accepted), s.HolderNoMatch, s.HolderFailed, s.StaleLost, s.StaleFailed, s.Failures)
+	b.WriteString("  refused by reason:\n")
+	for _, kv := range sortedCounts(s.RefusedBy) {
+		fmt.Fprintf(&b, "    %6d  %s\n", kv.n, kv.k)
+	}
+	b.WriteString("  by statement kind (generated / accepted / wrote as holder / failures):\n")
+	for _, k := range sortedNames(s.ByKind) {
+		c := s.ByKind[k]
+		fmt.Fprintf(&b, "    %-16s %6d %6d %6d %4d\n", k, c.Generated, c.Accepted, c.Wrote, c.Failed)
+	}
+	b.WriteString("  by hostile class used (generated / accepted / wrote as holder / failures):\n")
+	for _, k := range sortedNames(s.ByClass) {
+		c := s.ByClass[k]
+		fmt.Fprintf(&b, "    %-18s %6d %6d %6d %4d\n", k, c.Generated, c.Accepted, c.Wrote, c.Failed)
+	}
+	b.WriteString("  holder's server errors, most frequent:\n")
+	for i, kv := range sortedCounts(s.HolderErrors) {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(&b, "    %6d  %s\n", kv.n, kv.k)
+	}
+	return b.String()
+}
+
+type kv struct {
+	k string
+	n int
+}
+
+func sortedCounts(m map[string]int) []kv {
+	var out []kv
+	for k, n := range m {
+		out = append(out, kv{k, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n > out[j].n || out[i].n == out[j].n && out[i].k < out[j].k })
+	return out
+}
+
+func sortedNames(m map[string]*Count) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RunOptions bound a run.
+type RunOptions struct {
+	Seed  uint64
+	Count int       // statements to generate; 0 for no bound
+	Until time.Time // stop generating then; zero for no bound
+	Only  int64     // run only this statement index (reproduction), -1 for all
+	// MaxMinimise bounds how many failures are minimised (each takes up to
+	// MinimiseBudget oracle runs); later ones are reported as found.
+	MaxMinimise, MinimiseBudget int
+	Progress                    func(s *Stats)
+}
+
+// Run generates and checks statements until the count or the time is
+// reached.
+func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
+	st := newStats(o.d, opt.Seed)
+	start := time.Now()
+	var fails []Failure
+	for i := uint64(0); ; i++ {
+		if opt.Only >= 0 && i != uint64(opt.Only) {
+			if i > uint64(opt.Only) {
+				break
+			}
+			continue
+		}
+		if opt.Count > 0 && int(i) >= opt.Count || !opt.Until.IsZero() && time.Now().After(opt.Until) || ctx.Err() != nil {
+			break
+		}
+		stmt := o.Schema.Generate(opt.Seed, i)
+		r := o.Check(ctx, stmt)
+		st.add(stmt, r)
+		if r.Failed() {
+			f := Failure{Dialect: o.d, Stmt: stmt, Outcome: r}
+			if len(fails) < opt.MaxMinimise {
+				o.Minimise(ctx, &f, opt.MinimiseBudget)
+			}
+			fails = append(fails, f)
+		}
+		if opt.Progress != nil && i > 0 && i%1000 == 0 {
+			st.Elapsed = time.Since(start)
+			opt.Progress(st)
+		}
+	}
+	st.Elapsed = time.Since(start)
+	return st, fails
+}
