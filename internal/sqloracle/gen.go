@@ -74,7 +74,7 @@ type scope struct {
 	mustQualify  bool
 }
 
-func (g *gen) coin(p float64) bool    { return g.r.Float64() < p }
+func (g *gen) coin(p float64) bool     { return g.r.Float64() < p }
 func (g *gen) one(xs ...string) string { return xs[g.r.IntN(len(xs))] }
 
 func (g *gen) add(p Piece) int {
