@@ -30,7 +30,7 @@ func (sc *Schema) Generate(seed, index uint64) *Stmt {
 		st: &Stmt{Seed: seed, Index: index},
 	}
 	g.st.Session = g.session()
-	g.pSep = []float64{0, 0, 0.03, 0.1, 0.3}[g.r.IntN(5)]
+	g.pSep = []float64{0, 0, 0.02, 0.05, 0.12}[g.r.IntN(5)]
 	g.pCase = []float64{0, 0.2, 0.6}[g.r.IntN(3)]
 	g.pKw = []float64{0.1, 0.4, 0.8}[g.r.IntN(3)]
 	g.pHost = []float64{0.1, 0.3, 0.6}[g.r.IntN(3)]
@@ -59,9 +59,9 @@ type gen struct {
 	ansi                    bool // MySQL session with ANSI_QUOTES: "…" is a name
 	// A read-only CTE in scope: its name and column ("" for none).
 	cte, cteCol string
-	// A literal opened before the marker that a multibyte reader does not
-	// end: where closes it after the marker.
-	swallowClose bool
+	// Subqueries must not read Items, the statement's target (MariaDB
+	// refuses that in a multi-table UPDATE or DELETE).
+	noSelf bool
 }
 
 // scope is a row source the conditions can name: its qualifier (an alias
@@ -154,10 +154,14 @@ func (g *gen) sp() {
 // high bytes (Latin-1's NBSP, lead and continuation bytes of UTF-8 and of
 // the Asian multibyte sets).
 func (g *gen) spaceByte() byte {
-	if g.coin(0.7) {
+	switch r := g.r.IntN(10); {
+	case r < 3:
+		return " \t\n\r\f\v"[g.r.IntN(6)]
+	case r < 7:
 		return byte(g.r.IntN(0x21))
+	default:
+		return byte(0x7f + g.r.IntN(0x81))
 	}
-	return byte(0x7f + g.r.IntN(0x81))
 }
 
 // Exotic spaces in UTF-8 that some lexer might count as whitespace.
@@ -454,8 +458,13 @@ func (g *gen) num() {
 		g.fix(plain)
 		return
 	}
-	g.host("number", g.one("1.0", "1.", ".5e1", "1e0", "1E+0", "1e-0", "0x1", "0X1", "0b1", "0o1", "1_0",
-		"01", "+1", "- -1", "(1)", "1.0e0", "1d", "1f", "0.1e1", "1e", "1..", "1.e1", "0x", "1$", "1ee1"), plain)
+	if g.coin(0.2) {
+		// Spellings some server reads as a number, another as a name or
+		// an error.
+		g.host("number", g.one("0x1", "0X1", "0b1", "0o1", "1_0", "1d", "1f", "1e", "1..", "0x", "1$", "1ee1", "1e1e1"), plain)
+		return
+	}
+	g.host("number", g.one("1.0", "1.", ".5e1", "1e0", "1E+0", "1e-0", "01", "+1", "- -1", "(1)", "1.0e0", "0.1e1", "1.e1", "10e-1"), plain)
 }
 
 // Glued numbers: a lexer that reads the number and the word after it as
@@ -748,6 +757,9 @@ func (g *gen) arith(sc scope) {
 // LIMIT/OFFSET, a CTE.
 func (g *gen) subquery(sc scope) {
 	t := g.sc.Items
+	if g.noSelf {
+		t = g.sc.Sink
+	}
 	inner := scope{rows: true, qText: "s", qPlan: "s"}
 	switch g.r.IntN(10) {
 	case 0:
@@ -825,7 +837,7 @@ func (g *gen) subquery(sc scope) {
 		}
 		g.idref(sc)
 		g.fix(" IN (")
-		g.ks("SELECT", "id", "FROM", t, "WHERE")
+		g.ks("SELECT", "s.id", "FROM", t, "AS", "s", "WHERE")
 		g.sp()
 		g.cond(inner, 2)
 		g.fix(")")
@@ -833,11 +845,12 @@ func (g *gen) subquery(sc scope) {
 }
 
 // rowSource adds table t with an alias, maybe a keyword one, and returns
-// the scope naming it.
-func (g *gen) rowSource(t, alias string, join bool) scope {
+// the scope naming it. noAlias leaves the alias out (MariaDB's single-table
+// DELETE takes none).
+func (g *gen) rowSource(t, alias string, join, noAlias bool) scope {
 	tp := g.tableName(t)
 	sc := scope{rows: true, mustQualify: join}
-	if g.r.IntN(10) < 3 && !join {
+	if g.r.IntN(10) < 3 && !join || noAlias {
 		sc.q, sc.qText, sc.qPlan = tp+1, g.st.Pieces[tp].Text, t
 		return sc
 	}
@@ -853,9 +866,11 @@ func (g *gen) rowSource(t, alias string, join bool) scope {
 }
 
 // where adds WHERE with {{fence}} among 0-3 other conjuncts, and in about
-// half the statements something smuggled in: a top-level OR, spelled
-// plainly (the checker must refuse it) or hidden one of the hostile ways.
-// join, when not empty, is a join condition put first.
+// half the statements one more conjunct with something smuggled in: a
+// top-level OR (plainly, which the checker must refuse, or hidden one of
+// the hostile ways), a second statement, or, before the marker, the start
+// of a comment or literal that some reader runs on over the marker. join,
+// if set, adds a join condition first.
 func (g *gen) where(sc scope, join func()) {
 	g.k("WHERE")
 	g.sp()
@@ -870,42 +885,55 @@ func (g *gen) where(sc scope, join func()) {
 	smug, swallow := -1, false
 	if g.coin(0.5) {
 		smug = g.r.IntN(n + 1)
-		swallow = smug < m && g.coin(0.15)
+		swallow = smug < m && g.coin(0.2)
 	}
+	closeLit := false
 	for i := 0; i <= n; i++ {
-		switch {
-		case i == m:
+		if i == m {
 			g.fix("{{fence}}")
 			if swallow {
-				// Ends a comment the smuggler left open before the marker.
+				// Ends a line comment the smuggler left open before the
+				// marker, for a reader that took it for one.
 				g.host("swallow-end", "\n", " ")
 			}
-		case i < m:
+		} else {
 			g.open()
+			if i > m {
+				g.sp()
+				g.and()
+				g.sp()
+			}
 			g.cond(sc, 0)
-			g.sp()
-			g.and()
-			g.sp()
-			g.close()
-		default:
-			g.open()
-			g.sp()
-			g.and()
-			g.sp()
-			g.cond(sc, 0)
-			g.close()
-		}
-		if i == smug {
-			g.open()
-			if swallow {
-				g.swallow(sc, i < m)
-			} else {
-				g.smuggle(sc, i < m)
+			if i < m {
+				g.sp()
+				g.and()
+				g.sp()
 			}
 			g.close()
 		}
+		if i != smug {
+			continue
+		}
+		// One more conjunct, after item i.
+		g.open()
+		if i >= m {
+			g.sp()
+			g.and()
+			g.sp()
+		}
+		if swallow {
+			closeLit = g.swallow(sc)
+		} else {
+			g.smuggle(sc)
+		}
+		if i < m {
+			g.sp()
+			g.and()
+			g.sp()
+		}
+		g.close()
 	}
-	if g.swallowClose {
+	if closeLit {
 		// The end of the swallowing literal: to fence a literal of its
 		// own; to a reader that ran the first one on to here, the quote
 		// that ends it, then an OR (with three ? in place of the guard's,
@@ -922,47 +950,30 @@ func (g *gen) where(sc scope, join func()) {
 	}
 }
 
-// smuggle adds, after a conjunct, an OR that makes the WHERE true on every
-// row, or a second statement, written one of the ways some reader does
-// not see. before says the marker is still to come.
-func (g *gen) smuggle(sc scope, before bool) {
-	join := func() {
-		if before {
-			g.sp()
-			g.and()
-			g.sp()
-		}
-	}
+// smuggle adds a condition that carries an OR making the WHERE true on
+// every row, or a second statement, written one of the ways some reader
+// does not see.
+func (g *gen) smuggle(sc scope) {
 	switch g.r.IntN(9) {
 	case 0: // plainly: the control
+		g.idref(sc)
+		g.fix(" > 0")
 		g.sp()
 		g.host("smuggled-or", g.orWord(), "AND")
 		g.sp()
 		g.fix(g.trueCond(sc))
-		join()
 	case 1: // a number glued to OR
-		g.sp()
-		g.and()
-		g.sp()
 		g.idref(sc)
 		g.fix(" > ")
 		g.host("glued-number", gluedNums[g.r.IntN(len(gluedNums))]+g.one("OR", "or", "XOR", "Or", "AND")+" "+g.trueCond(sc), "0")
-		join()
 	case 2: // a keyword column, then OR
-		g.sp()
-		g.and()
-		g.sp()
 		g.kwref(sc)
 		g.fix(g.one(" IS NOT NULL", " > 0", " >= 0"))
 		g.sp()
 		g.host("smuggled-or", g.orWord(), "AND")
 		g.sp()
 		g.fix(g.trueCond(sc))
-		join()
 	case 3: // a CASE with a keyword column in it, then OR
-		g.sp()
-		g.and()
-		g.sp()
 		g.k("CASE")
 		g.fix(" ")
 		g.k("WHEN")
@@ -977,37 +988,37 @@ func (g *gen) smuggle(sc scope, before bool) {
 		g.host("smuggled-or", g.orWord(), "AND")
 		g.sp()
 		g.fix(g.trueCond(sc))
-		join()
-	case 4, 5: // in a comment some reader ends early
-		c := g.lineComment(g.one("--", "--", "#"), " "+g.orWord()+" "+g.trueCond(sc))
-		if strings.HasSuffix(c, "\n") && !before && g.coin(0.3) {
-			c = strings.TrimSuffix(c, "\n")
-		}
-		g.host("comment-exposed", " "+c, " ")
+	case 4, 5: // in a line comment some reader ends early
+		g.fix("1=1")
+		g.host("comment-exposed", " "+g.lineComment(g.one("--", "--", "#"), " "+g.orWord()+" "+g.trueCond(sc)), " ")
 	case 6: // in a block comment
+		g.fix("1=1")
 		g.host("comment-exposed", " "+g.blockComment(" "+g.orWord()+" "+g.trueCond(sc))+" ", " ")
 	case 7: // in a literal some reader ends early
-		g.sp()
-		g.and()
-		g.sp()
 		g.valref(sc)
 		g.fix(" <> ")
 		g.host("literal-exposed", g.exposingLiteral(), "'x'")
-		join()
-	default: // a second statement in a comment or literal
+	default: // a second statement, in a comment or a literal
 		if g.coin(0.5) {
-			g.host("second-statement", " "+g.lineComment("--", g.payload()), " ")
-		} else {
-			g.sp()
-			g.and()
-			g.sp()
-			g.valref(sc)
-			g.fix(" <> ")
-			q := g.exposingLiteral()
-			q = strings.Replace(q, "OR 1=1", strings.TrimSpace(g.payload()), 1)
-			g.host("second-statement", q, "'x'")
-			join()
+			g.fix("1=1")
+			g.host("second-statement", " "+g.lineComment("--", g.secondStatement()), " ")
+			return
 		}
+		g.valref(sc)
+		g.fix(" <> ")
+		q := strings.Replace(g.exposingLiteral(), "OR 1=1", g.secondStatement(), 1)
+		g.host("second-statement", q, "'x'")
+	}
+}
+
+func (g *gen) secondStatement() string {
+	switch g.r.IntN(3) {
+	case 0:
+		return "; DELETE FROM " + g.sc.Items
+	case 1:
+		return "; UPDATE " + g.sc.Items + " SET val = 'second'"
+	default:
+		return "; INSERT INTO " + g.sc.Sink + " (id, val, n) VALUES (99, 'second', 0)"
 	}
 }
 
@@ -1024,44 +1035,41 @@ func (g *gen) exposingLiteral() string {
 	return g.one(`'\' OR 1=1 -- '`, `'' OR 1=1 -- '`, "'\x00' OR 1=1 -- '")
 }
 
-// swallow adds, before the marker, something some reader takes for the
-// start of a comment or literal that runs over the marker (the guard then
-// vanishes); where swallowing ends a top-level OR may follow.
-func (g *gen) swallow(sc scope, before bool) {
-	switch g.r.IntN(3) {
-	case 0: // a line comment left open: the marker's line ends with \n (where)
+// swallow adds, before the marker, a condition that ends in something some
+// reader takes for the start of a comment or literal that runs over the
+// marker (the guard then vanishes for it). It reports whether a literal
+// was opened that where must close after the marker.
+func (g *gen) swallow(sc scope) bool {
+	switch g.r.IntN(4) {
+	case 0, 1: // a line comment left open: the marker's line ends with \n
 		var b strings.Builder
 		b.WriteString(" " + g.one("--", "--", "#"))
 		b.WriteByte(g.spaceByte())
 		b.WriteString(g.one("", " x", " -"))
+		g.fix("1=1")
 		g.host("swallow", b.String(), " ")
-	case 1: // a NUL: a C-string reader stops there
-		g.host("swallow", " \x00 ", " ")
-	default: // a literal that a multibyte reader does not end: its second
-		// part is after the marker (tail)
-		g.sp()
-		g.and()
-		g.sp()
+		return false
+	case 2: // a NUL: a reader of C strings stops there
+		g.fix("1=1")
+		g.host("swallow", g.one(" \x00 ", " -- \x00 ", " /* \x00 */ "), " ")
+		return false
+	default: // a literal that a multibyte reader does not end
 		g.valref(sc)
 		g.fix(" <> ")
 		lead := g.leadByte()
-		switch g.d {
-		case fence.Postgres:
+		if g.d == fence.Postgres {
 			g.host("swallow", "E'"+lead+`\\'`, "'x'")
-		default:
+		} else {
 			g.host("swallow", "'"+lead+`\\'`, "'x'")
 		}
-		if before {
-			g.sp()
-			g.and()
-			g.sp()
-		}
-		g.swallowClose = true
+		return true
 	}
 }
 
 // with adds a read-only CTE (g.cte).
 func (g *gen) with() {
+	g.open()
+	defer g.close()
 	g.k("WITH")
 	g.sp()
 	if g.coin(0.3) {

@@ -20,7 +20,8 @@ func (g *gen) update() {
 	if multi || from {
 		g.st.Kind = "update-join"
 	}
-	sc := g.rowSource(g.sc.Items, "a", multi || from)
+	g.noSelf = multi
+	sc := g.rowSource(g.sc.Items, "a", multi || from, false)
 	if multi {
 		g.sp()
 		g.ks("JOIN", g.sc.Sink, "AS", "d", "ON", "d.id")
@@ -60,6 +61,7 @@ func (g *gen) delete() {
 	if g.d == fence.MySQL && g.coin(0.2) {
 		// DELETE a FROM items AS a JOIN sink AS d ON d.id = a.id WHERE …
 		g.st.Kind = "delete-join"
+		g.noSelf = true
 		spell := g.aliasSpelling("a")
 		p := g.host("kw-alias", spell, "a")
 		sc := scope{rows: true, q: p + 1, qText: spell, qPlan: "a", mustQualify: true}
@@ -82,7 +84,7 @@ func (g *gen) delete() {
 	g.k("FROM")
 	g.sp()
 	using := g.d == fence.Postgres && g.coin(0.15)
-	sc := g.rowSource(g.sc.Items, "a", using)
+	sc := g.rowSource(g.sc.Items, "a", using, g.d == fence.MySQL)
 	var join func()
 	if using {
 		g.st.Kind = "delete-join"
@@ -95,14 +97,16 @@ func (g *gen) delete() {
 	}
 	g.sp()
 	g.where(sc, join)
-	g.returning(true)
 	if g.d == fence.MySQL && g.coin(0.25) {
 		g.orderLimit()
 	}
+	g.returning(true)
 }
 
 // orderLimit adds MySQL's ORDER BY … LIMIT of a single-table UPDATE or DELETE.
 func (g *gen) orderLimit() {
+	g.open()
+	defer g.close()
 	g.sp()
 	g.ks("ORDER", "BY", "id", "LIMIT")
 	g.sp()
@@ -119,6 +123,8 @@ func (g *gen) returning(insertOrDelete bool) {
 	if !g.coin(0.15) || g.d == fence.MySQL && !insertOrDelete {
 		return
 	}
+	g.open()
+	defer g.close()
 	g.sp()
 	g.ks("RETURNING", g.one("id", "*", "id, val"))
 }
@@ -450,9 +456,13 @@ func (g *gen) selectBody(mode string, extras []int) {
 		g.ks("GROUP", "BY", "()")
 	}
 	if g.coin(0.2) {
+		g.open()
 		g.sp()
 		g.ks("ORDER", "BY", "1")
+		g.close()
 	}
+	g.open()
+	defer g.close()
 	switch r := g.r.IntN(20); {
 	case r < 2:
 		g.sp()

@@ -129,39 +129,39 @@ func complete(tls *libc.TLS, s string) bool {
 }
 
 // SQLiteStatements is how many statements SQLite's own tokenizer finds in s
-// (sqlite3_complete, as the driver would run them one after another): a
-// semicolon ends a statement when the text up to it is complete and the
-// text before it was not (so an empty statement, ";;", is not counted), and
-// text after the last such semicolon is one more statement unless it is
-// only space and comments. Like the driver, which hands SQLite a C string,
-// it stops at the first NUL byte.
+// (sqlite3_complete and sqlite3_incomplete of the linked library), as the
+// driver would run them one after another: a semicolon ends a statement
+// when the text up to it is complete and the text before it was not (so
+// an empty statement, ";;", is not counted), and the text after the last
+// such semicolon is one more statement unless SQLite's state there is still
+// "between statements" (space and comments only, even an unterminated --
+// comment). Like the driver, which hands SQLite a C string, it stops at the
+// first NUL byte.
 func SQLiteStatements(s string) int {
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
 	tls := libc.NewTLS()
 	defer tls.Close()
-	n, last := 0, -1
+	n := 0
 	for i := 0; i < len(s); i++ {
-		if s[i] != ';' {
-			continue
-		}
-		if complete(tls, s[:i+1]) && !complete(tls, s[:i]) {
+		if s[i] == ';' && complete(tls, s[:i+1]) && !complete(tls, s[:i]) {
 			n++
-			last = i
 		}
 	}
-	// After the last terminator, complete stays true through space and
-	// comments only; any token makes it false (or ends in another
-	// terminator, which the loop counted).
-	if last < 0 {
-		if !complete(tls, "x;"+s) {
-			n++ // "x;" + s is complete only when s is space and comments
-		}
-		return n
-	}
-	if !complete(tls, s) {
+	// sqlite3_incomplete's second byte is non-zero while a statement still
+	// needs its semicolon: there was a token after the last terminator.
+	if needsSemicolon(tls, s) {
 		n++
 	}
 	return n
+}
+
+func needsSemicolon(tls *libc.TLS, s string) bool {
+	p, err := libc.CString(s)
+	if err != nil {
+		panic(err)
+	}
+	defer libc.Xfree(tls, p)
+	return (sqlite3.Xsqlite3_incomplete(tls, p)>>8)&0xff != 0
 }

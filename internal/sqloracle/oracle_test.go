@@ -119,6 +119,15 @@ func TestOracle(t *testing.T) {
 		if bud.dur > 0 {
 			opt.Until = time.Now().Add(bud.dur)
 		}
+		if trace := os.Getenv("FENCE_ORACLE_TRACE"); trace != "" {
+			// server: the statements the server refused for the holder;
+			// all: every statement.
+			opt.Trace = func(st *sqloracle.Stmt, r sqloracle.Outcome) {
+				if trace == "all" || trace == "server" && r.Refused == nil && r.Holder.Err != nil && !errors.Is(r.Holder.Err, fence.ErrNoMatch) {
+					t.Logf("%d %s: %s\n    refused=%v holder=%v", st.Index, st.Session, sqloracle.Quote(r.SQL), r.Refused, r.Holder.Err)
+				}
+			}
+		}
 		st, fails := o.Run(ctx, opt)
 		t.Log("\n" + st.Report())
 		for _, f := range fails {

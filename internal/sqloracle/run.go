@@ -509,6 +509,8 @@ type RunOptions struct {
 	// MinimiseBudget oracle runs); later ones are reported as found.
 	MaxMinimise, MinimiseBudget int
 	Progress                    func(s *Stats)
+	// Trace, if set, sees every statement and its outcome.
+	Trace func(st *Stmt, r Outcome)
 }
 
 // Run generates and checks statements until the count or the time is
@@ -530,6 +532,9 @@ func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 		stmt := o.Schema.Generate(opt.Seed, i)
 		r := o.Check(ctx, stmt)
 		st.add(stmt, r)
+		if opt.Trace != nil {
+			opt.Trace(stmt, r)
+		}
 		if r.Failed() {
 			f := Failure{Dialect: o.d, Stmt: stmt, Outcome: r}
 			if len(fails) < opt.MaxMinimise {
