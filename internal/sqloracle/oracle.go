@@ -25,6 +25,9 @@ type Oracle struct {
 	Schema *Schema
 	// Stale is superseded by Holder, a takeover of the same lease.
 	Stale, Holder fence.Token
+	// On the servers: the snapshot (rows logged, rows in Items and Sink)
+	// and the read of the change log.
+	snapQ [2]string
 	logf          func(format string, args ...any)
 	attemptTO     time.Duration
 }
@@ -70,6 +73,11 @@ func Setup(ctx context.Context, stores []*fence.Store, logf func(format string, 
 		return nil, err
 	}
 	o.Schema = sc
+	log := s.Prefix() + "log"
+	o.snapQ = [2]string{
+		"SELECT (SELECT COUNT(*) FROM " + log + "), (SELECT COUNT(*) FROM " + sc.Items + "), (SELECT COUNT(*) FROM " + sc.Sink + ")",
+		"SELECT tbl, op, id FROM " + log + " ORDER BY seq",
+	}
 	if err := o.probe(ctx, names); err != nil {
 		o.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -101,9 +109,6 @@ func (o *Oracle) createTables(ctx context.Context, sc *Schema, names []string) e
 		cols.WriteString(", " + quoteIdent(o.d, n) + " INT")
 	}
 	for _, t := range []string{sc.Items, sc.Sink} {
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
-			return err
-		}
 		q := "CREATE TABLE " + t + " (id INT PRIMARY KEY, val VARCHAR(100), n INT" + cols.String() + ")"
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("sqloracle: creating %s with %d keyword columns: %w", t, len(names), err)
@@ -137,13 +142,59 @@ func (o *Oracle) createTables(ctx context.Context, sc *Schema, names []string) e
 			return err
 		}
 	}
+	for _, q := range o.triggerDDL(sc) {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sqloracle: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// triggerDDL creates, on the servers, the change log: a row for every row
+// written in Items and Sink (inserted, updated even to the same values,
+// deleted), by row triggers, in the writing transaction.
+func (o *Oracle) triggerDDL(sc *Schema) []string {
+	p := o.stores[0].Prefix()
+	log := p + "log"
+	switch o.d {
+	case fence.Postgres:
+		fn := p + "log_row"
+		out := []string{
+			"CREATE TABLE " + log + " (seq BIGSERIAL PRIMARY KEY, tbl TEXT NOT NULL, op TEXT NOT NULL, id INT)",
+			"CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN " +
+				"INSERT INTO " + log + " (tbl, op, id) VALUES (TG_TABLE_NAME, TG_OP, CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END); " +
+				"RETURN NULL; END $f$",
+		}
+		for _, t := range []string{sc.Items, sc.Sink} {
+			out = append(out, "CREATE TRIGGER "+t+"_log AFTER INSERT OR UPDATE OR DELETE ON "+t+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
+		}
+		return out
+	case fence.MySQL:
+		out := []string{"CREATE TABLE " + log + " (seq BIGINT AUTO_INCREMENT PRIMARY KEY, tbl VARCHAR(64) NOT NULL, op VARCHAR(10) NOT NULL, id INT)"}
+		for _, t := range []string{sc.Items, sc.Sink} {
+			for _, op := range []string{"INSERT", "UPDATE", "DELETE"} {
+				row := "NEW"
+				if op == "DELETE" {
+					row = "OLD"
+				}
+				out = append(out, fmt.Sprintf("CREATE TRIGGER %s_%s AFTER %s ON %s FOR EACH ROW INSERT INTO %s (tbl, op, id) VALUES ('%s', '%s', %s.id)",
+					t, strings.ToLower(op), op, t, log, t, op, row))
+			}
+		}
+		return out
+	}
 	return nil
 }
 
 func (o *Oracle) dropTables(ctx context.Context, sc *Schema) {
-	for _, t := range []string{sc.Items, sc.Sink} {
-		if _, err := o.stores[0].DB().ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
-			o.logf("sqloracle: drop %s: %v", t, err)
+	p := o.stores[0].Prefix()
+	qs := []string{"DROP TABLE IF EXISTS " + sc.Items, "DROP TABLE IF EXISTS " + sc.Sink, "DROP TABLE IF EXISTS " + p + "log"}
+	if o.d == fence.Postgres {
+		qs = append(qs, "DROP FUNCTION IF EXISTS "+p+"log_row()")
+	}
+	for _, q := range qs {
+		if _, err := o.stores[0].DB().ExecContext(ctx, q); err != nil {
+			o.logf("sqloracle: %s: %v", q, err)
 		}
 	}
 }
