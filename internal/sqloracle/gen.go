@@ -154,13 +154,17 @@ func (g *gen) sp() {
 // high bytes (Latin-1's NBSP, lead and continuation bytes of UTF-8 and of
 // the Asian multibyte sets).
 func (g *gen) spaceByte() byte {
-	switch r := g.r.IntN(10); {
-	case r < 3:
+	switch r := g.r.IntN(20); {
+	case r < 6:
 		return " \t\n\r\f\v"[g.r.IntN(6)]
-	case r < 7:
+	case r < 13:
 		return byte(g.r.IntN(0x21))
+	case r < 15:
+		return 0x7f // DEL: a control character to some lexers, not to others
+	case r < 17:
+		return byte(0x80 + g.r.IntN(0x20)) // C1 controls in Latin-1
 	default:
-		return byte(0x7f + g.r.IntN(0x81))
+		return byte(0xa0 + g.r.IntN(0x60))
 	}
 }
 

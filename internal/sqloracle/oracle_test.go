@@ -110,7 +110,7 @@ func TestOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer o.Close(context.Background())
-		opt := sqloracle.RunOptions{Seed: bud.seed, Count: bud.count, Only: bud.only, MaxMinimise: 12, MinimiseBudget: 300,
+		opt := sqloracle.RunOptions{Seed: bud.seed, Count: bud.count, Only: bud.only, MaxMinimise: 30, MinimiseBudget: 300,
 			Progress: func(s *sqloracle.Stats) {
 				if bud.dur > 0 {
 					t.Logf("%s: %d statements, %d accepted, %d failures, %s", s.Dialect, s.Generated, s.Accepted, s.Failures, s.Elapsed.Round(time.Second))

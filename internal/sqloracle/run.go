@@ -283,8 +283,14 @@ func diff(a, b []table) string {
 
 // Failure is a statement the oracle caught, with its minimised form.
 type Failure struct {
-	Dialect  fence.Dialect
-	Stmt     *Stmt
+	Dialect fence.Dialect
+	// Signature names the failure's cause as far as the oracle can tell:
+	// the statement kind and the hostile classes its minimised form still
+	// needs ("plain" when it fails without any). Failures with one
+	// signature are reported once, with a count.
+	Signature string
+	Count     int // failures with this signature
+	Stmt      *Stmt
 	Outcome  Outcome
 	Minimal  string
 	MinArgs  []any
@@ -295,8 +301,8 @@ type Failure struct {
 
 func (f Failure) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "a stale owner's write took effect: seed %d statement %d (%s), %s, on %s\n",
-		f.Stmt.Seed, f.Stmt.Index, f.Stmt.Kind, strings.Join(f.Stmt.Classes(), ","), f.Stmt.Session)
+	fmt.Fprintf(&b, "a stale owner's write took effect [%s] (%d statements like it): seed %d statement %d (%s), %s, on %s\n",
+		f.Signature, f.Count, f.Stmt.Seed, f.Stmt.Index, f.Stmt.Kind, strings.Join(f.Stmt.Classes(), ","), f.Stmt.Session)
 	fmt.Fprintf(&b, "  statement: %s args %v\n  found:     %s\n", Quote(f.Outcome.SQL), f.Outcome.Args, f.Outcome.Why())
 	if f.Minimise {
 		fmt.Fprintf(&b, "  minimised (%d oracle runs): %s args %v\n  found:     %s\n", f.Tests, Quote(f.Minimal), f.MinArgs, f.MinWhy)
@@ -343,6 +349,40 @@ func (o *Oracle) Minimise(ctx context.Context, f *Failure, budget int) {
 	f.Minimise = true
 	f.Tests = tests
 	f.Minimal, f.MinArgs, f.MinWhy = last.SQL, last.Args, last.Why()
+	f.Signature = st.signature(cur)
+}
+
+// signature is the statement's kind and the classes of the hostile pieces
+// among the kept choices.
+func (s *Stmt) signature(kept []int) string {
+	pc, _ := s.choices()
+	keep := map[int]bool{}
+	for _, c := range kept {
+		keep[c] = true
+	}
+	classes := map[string]bool{}
+	for i, p := range s.Pieces {
+		if pc[i] >= 0 && keep[pc[i]] && p.Class != "" {
+			classes[p.Class] = true
+		}
+	}
+	var cs []string
+	for c := range classes {
+		cs = append(cs, c)
+	}
+	sort.Strings(cs)
+	if len(cs) == 0 {
+		cs = []string{"plain"}
+	}
+	return s.Kind + ": " + strings.Join(cs, "+")
+}
+
+// plainFails reports whether st fails with every hostile choice undone and
+// every removable group removed: then its cause is its plain shape.
+func (o *Oracle) plainFails(ctx context.Context, st *Stmt) (Outcome, bool) {
+	q, args := st.Build(func(int) bool { return false })
+	r := o.check(ctx, st.Session, q, args, false)
+	return r, r.Failed()
 }
 
 // ddmin is Zeller's delta debugging (complements only): the smallest
@@ -581,11 +621,13 @@ type RunOptions struct {
 }
 
 // Run generates and checks statements until the count or the time is
-// reached.
+// reached, and returns the failures, one per signature.
 func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 	st := newStats(o.d, opt.Seed)
 	start := time.Now()
 	var fails []Failure
+	bySig := map[string]int{}
+	minimised := 0
 	for i := uint64(0); ; i++ {
 		if opt.Only >= 0 && i != uint64(opt.Only) {
 			if i > uint64(opt.Only) {
@@ -603,11 +645,24 @@ func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 			opt.Trace(stmt, r)
 		}
 		if r.Failed() {
-			f := Failure{Dialect: o.d, Stmt: stmt, Outcome: r}
-			if len(fails) < opt.MaxMinimise {
+			f := Failure{Dialect: o.d, Stmt: stmt, Outcome: r, Count: 1}
+			// A failure its plain form shares is one cause, whatever the
+			// spelling: found with one oracle run, no minimising.
+			if pr, ok := o.plainFails(ctx, stmt); ok {
+				f.Minimise, f.Tests, f.Minimal, f.MinArgs, f.MinWhy = true, 1, pr.SQL, pr.Args, pr.Why()
+				f.Signature = stmt.signature(nil)
+			} else if minimised < opt.MaxMinimise {
+				minimised++
 				o.Minimise(ctx, &f, opt.MinimiseBudget)
+			} else {
+				f.Signature = stmt.Kind + ": not minimised (" + strings.Join(stmt.Classes(), "+") + ")"
 			}
-			fails = append(fails, f)
+			if j, ok := bySig[f.Signature]; ok {
+				fails[j].Count++
+			} else {
+				bySig[f.Signature] = len(fails)
+				fails = append(fails, f)
+			}
 		}
 		if opt.Progress != nil && i > 0 && i%1000 == 0 {
 			st.Elapsed = time.Since(start)
