@@ -1092,3 +1092,28 @@ func (g *gen) with() {
 	}
 	g.sp()
 }
+
+// Soup makes a statement for the boundary check: a fenced UPDATE followed
+// by a random run of the fragments lexers delimit differently (quotes,
+// comment openers and closers, semicolons, line ends, NUL, second
+// statements). Each fragment is a hostile piece that minimising can drop.
+// Whatever the soup, fence must either refuse it or send one statement
+// that the server runs as one, guarded.
+func (sc *Schema) Soup(seed, index uint64) *Stmt {
+	g := &gen{sc: sc, d: sc.Dialect, r: rand.New(rand.NewPCG(seed, index^0x5eed)), st: &Stmt{Seed: seed, Index: index, Kind: "soup"}}
+	g.st.Session = g.session()
+	g.fix("UPDATE " + sc.Items + " SET val = 'b' WHERE {{fence}} AND 1 = 1")
+	frags := []string{";", ";", " ", "'", "''", `"`, "`", "--", "-- ", "#", "\n", "\r", "\r\n", "/*", "*/", "/*/", "/*!", "x", "1",
+		" AND 1 = 1", "\x00", `\`, "$", "$$", "$a$", "?", "(", ")", "[", "]", "E'", "N'", "U&'", "x'", "\x7f", "\x85", "\t",
+		"\v", "\f", "\xc2\xa0", "\u3000", "\u2028", "'a'", " END", " BEGIN", " CREATE TRIGGER", " CASE", "{{fence}}",
+		"; DELETE FROM " + sc.Items, "; INSERT INTO " + sc.Sink + " (id, val, n) VALUES (77, 'soup', 0)",
+		" OR 1=1", "1.0OR 1=1", string([]byte{byte(0x81 + g.r.IntN(0x7e)), '\\'})}
+	for n := 1 + g.r.IntN(10); n > 0; n-- {
+		f := frags[g.r.IntN(len(frags))]
+		g.host("soup", f, "")
+	}
+	if g.coin(0.5) {
+		g.host("soup", "\n", "")
+	}
+	return g.st
+}

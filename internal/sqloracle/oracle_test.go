@@ -3,7 +3,9 @@ package sqloracle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,5 +177,83 @@ func TestOracleSeesWrites(t *testing.T) {
 	}
 	if !strings.Contains(r.Holder.Diff, "val v1 -> w") {
 		t.Fatalf("holder's diff: %s", r.Holder.Diff)
+	}
+}
+
+// TestSQLiteBoundaries is the differential check of statement boundaries on
+// SQLite: for random runs of the fragments that lexers delimit differently
+// after a fenced UPDATE, whenever fence accepts the text, SQLite's own
+// tokenizer (sqlite3_complete / sqlite3_incomplete of the linked library)
+// must find one statement in what fence sends, and the text must hold no
+// NUL (SQLite, handed a C string, stops reading there). Lexical only: it
+// needs no server and runs in the default test run.
+func TestSQLiteBoundaries(t *testing.T) {
+	n := 20000
+	if testdb.LongEnabled() {
+		n = 200000
+	}
+	s := teststore.SQLite.Open(t)
+	l, err := s.Acquire(context.Background(), "b", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &sqloracle.Schema{Dialect: fence.SQLite, Items: "items", Sink: "sink"}
+	disagrees := func(q string, args []any) bool {
+		fq, _, err := s.Fenced(l.Token, q, args...)
+		return err == nil && (sqloracle.SQLiteStatements(fq) > 1 || strings.IndexByte(fq, 0) >= 0)
+	}
+	seed := budgetFromEnv(t).seed
+	accepted := 0
+	type catch struct {
+		q     string
+		i     uint64
+		count int
+	}
+	found := map[string]*catch{}
+	for i := range uint64(n) {
+		st := sc.Soup(seed, i)
+		q, args := st.SQL()
+		if _, _, err := s.Fenced(l.Token, q, args...); err == nil {
+			accepted++
+		}
+		if !disagrees(q, args) {
+			continue
+		}
+		fq, _, _ := s.Fenced(l.Token, q, args...)
+		kind := "SQLite stops reading at a NUL byte that fence reads past"
+		if strings.IndexByte(fq, 0) < 0 {
+			kind = fmt.Sprintf("SQLite's tokenizer finds %d statements", sqloracle.SQLiteStatements(fq))
+		}
+		if c := found[kind]; c != nil {
+			c.count++
+			continue
+		}
+		mq, _, _, _ := st.Minimise(disagrees, 300)
+		found[kind] = &catch{q: mq, i: i, count: 1}
+	}
+	for kind, c := range found {
+		t.Errorf("fence accepts a text that SQLite does not read as one statement (%s), %d soups like it; the first, minimised: seed %d soup %d: %s",
+			kind, c.count, seed, c.i, sqloracle.Quote(c.q))
+	}
+	t.Logf("seed %d: %d soups, %d accepted by fence, %d kinds of disagreement", seed, n, accepted, len(found))
+	if accepted == 0 {
+		t.Error("fence accepted no soup: the check proves nothing")
+	}
+}
+
+// TestSQLiteStatements checks the statement count against texts whose
+// answer is known.
+func TestSQLiteStatements(t *testing.T) {
+	for q, want := range map[string]int{
+		"x": 1, "x;": 1, "x; -- done": 1, "x; /* a */": 1, "x;;": 1, "x; y": 2, "x; y;": 2,
+		"x -- a;\n": 1, "x '; y'": 1, "x [;] y": 1, "x /* ; */ y": 1, "x \x00; y": 1, "": 0, " -- c": 0,
+	} {
+		if got := sqloracle.SQLiteStatements(q); got != want {
+			t.Errorf("SQLiteStatements(%q) = %d, want %d", q, got, want)
+		}
+	}
+	kws := sqloracle.SQLiteKeywords()
+	if len(kws) < 100 || !slices.Contains(kws, "SELECT") || !slices.Contains(kws, "RETURNING") {
+		t.Fatalf("SQLite keyword list: %d words: %v", len(kws), kws)
 	}
 }

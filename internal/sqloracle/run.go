@@ -316,28 +316,12 @@ func (f Failure) String() string {
 // spelling, removable conjuncts removed) that still fails, by ddmin over
 // the choices, within budget oracle runs.
 func (o *Oracle) Minimise(ctx context.Context, f *Failure, budget int) {
-	st := f.Stmt
-	n := st.Choices()
-	keep := make([]bool, n)
-	var cur []int
-	for i := range n {
-		cur = append(cur, i)
-	}
-	tests := 0
 	var last Outcome
-	fails := func(set []int) bool {
-		if tests >= budget || ctx.Err() != nil {
+	fails := func(q string, args []any) bool {
+		if ctx.Err() != nil {
 			return false
 		}
-		tests++
-		for i := range keep {
-			keep[i] = false
-		}
-		for _, c := range set {
-			keep[c] = true
-		}
-		q, args := st.Build(func(c int) bool { return keep[c] })
-		r := o.check(ctx, st.Session, q, args, false)
+		r := o.check(ctx, f.Stmt.Session, q, args, false)
 		if r.Failed() {
 			last = r
 			return true
@@ -345,11 +329,40 @@ func (o *Oracle) Minimise(ctx context.Context, f *Failure, budget int) {
 		return false
 	}
 	last = f.Outcome
-	cur = ddmin(cur, fails)
+	_, _, f.Signature, f.Tests = f.Stmt.Minimise(fails, budget)
 	f.Minimise = true
-	f.Tests = tests
 	f.Minimal, f.MinArgs, f.MinWhy = last.SQL, last.Args, last.Why()
-	f.Signature = st.signature(cur)
+}
+
+// Minimise finds, by ddmin over the statement's choices, the smallest set
+// of hostile choices for which fails still holds (given that it holds for
+// the statement as generated), within budget calls of fails. It returns
+// the minimised statement, its signature and the calls made.
+func (s *Stmt) Minimise(fails func(q string, args []any) bool, budget int) (q string, args []any, sig string, tests int) {
+	n := s.Choices()
+	keep := make([]bool, n)
+	var cur []int
+	for i := range n {
+		cur = append(cur, i)
+	}
+	build := func(set []int) (string, []any) {
+		for i := range keep {
+			keep[i] = false
+		}
+		for _, c := range set {
+			keep[c] = true
+		}
+		return s.Build(func(c int) bool { return keep[c] })
+	}
+	cur = ddmin(cur, func(set []int) bool {
+		if tests >= budget {
+			return false
+		}
+		tests++
+		return fails(build(set))
+	})
+	q, args = build(cur)
+	return q, args, s.signature(cur), tests
 }
 
 // signature is the statement's kind and the classes of the hostile pieces
@@ -616,6 +629,8 @@ type RunOptions struct {
 	// MinimiseBudget oracle runs); later ones are reported as found.
 	MaxMinimise, MinimiseBudget int
 	Progress                    func(s *Stats)
+	// Soup runs the boundary check's statements (Schema.Soup) instead.
+	Soup bool
 	// Trace, if set, sees every statement and its outcome.
 	Trace func(st *Stmt, r Outcome)
 }
@@ -639,6 +654,9 @@ func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 			break
 		}
 		stmt := o.Schema.Generate(opt.Seed, i)
+		if opt.Soup {
+			stmt = o.Schema.Soup(opt.Seed, i)
+		}
 		r := o.Check(ctx, stmt)
 		st.add(stmt, r)
 		if opt.Trace != nil {
