@@ -27,9 +27,9 @@ type Oracle struct {
 	Stale, Holder fence.Token
 	// On the servers: the snapshot (rows logged, rows in Items and Sink)
 	// and the read of the change log.
-	snapQ [2]string
-	logf          func(format string, args ...any)
-	attemptTO     time.Duration
+	snapQ     [2]string
+	logf      func(format string, args ...any)
+	attemptTO time.Duration
 }
 
 // Lease is the name of the lease the oracle takes over.

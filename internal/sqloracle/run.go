@@ -291,12 +291,12 @@ type Failure struct {
 	Signature string
 	Count     int // failures with this signature
 	Stmt      *Stmt
-	Outcome  Outcome
-	Minimal  string
-	MinArgs  []any
-	MinWhy   string
-	Tests    int // oracle runs the minimising took
-	Minimise bool
+	Outcome   Outcome
+	Minimal   string
+	MinArgs   []any
+	MinWhy    string
+	Tests     int // oracle runs the minimising took
+	Minimise  bool
 }
 
 func (f Failure) String() string {
