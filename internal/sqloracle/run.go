@@ -285,9 +285,9 @@ func diff(a, b []table) string {
 type Failure struct {
 	Dialect fence.Dialect
 	// Signature names the failure's cause as far as the oracle can tell:
-	// the statement kind and the hostile classes its minimised form still
-	// needs ("plain" when it fails without any). Failures with one
-	// signature are reported once, with a count.
+	// the hostile classes its minimised form still needs, or "plain" and
+	// the statement's kind and shape when it fails without any. Failures
+	// with one signature are reported once, with a count.
 	Signature string
 	Count     int // failures with this signature
 	Stmt      *Stmt
@@ -385,9 +385,10 @@ func (s *Stmt) signature(kept []int) string {
 	}
 	sort.Strings(cs)
 	if len(cs) == 0 {
-		cs = []string{"plain"}
+		// The plain statement fails: its shape is the cause.
+		return "plain " + s.Kind
 	}
-	return s.Kind + ": " + strings.Join(cs, "+")
+	return strings.Join(cs, "+")
 }
 
 // plainFails reports whether st fails with every hostile choice undone and
@@ -673,7 +674,7 @@ func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 				minimised++
 				o.Minimise(ctx, &f, opt.MinimiseBudget)
 			} else {
-				f.Signature = stmt.Kind + ": not minimised (" + strings.Join(stmt.Classes(), "+") + ")"
+				f.Signature = "not minimised: " + strings.Join(stmt.Classes(), "+")
 			}
 			if j, ok := bySig[f.Signature]; ok {
 				fails[j].Count++
