@@ -1048,7 +1048,12 @@ func (g *gen) swallow(sc scope) bool {
 	case 0, 1: // a line comment left open: the marker's line ends with \n
 		var b strings.Builder
 		b.WriteString(" " + g.one("--", "--", "#"))
-		b.WriteByte(g.spaceByte())
+		if g.coin(0.5) {
+			b.WriteByte(g.spaceByte())
+		} else {
+			// A control character: a comment to one lexer, not to another.
+			b.WriteByte([]byte{0x7f, 0x7f, 0x01, 0x08, 0x0e, 0x1a, 0x1b, 0x1f}[g.r.IntN(8)])
+		}
 		b.WriteString(g.one("", " x", " -"))
 		g.fix("1=1")
 		g.host("swallow", b.String(), " ")

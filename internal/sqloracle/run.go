@@ -391,6 +391,30 @@ func (s *Stmt) signature(kept []int) string {
 	return strings.Join(cs, "+")
 }
 
+// oneClassFails reports whether st fails with the hostile spellings of
+// one class only (the first such class, in the order of first use), and
+// that class.
+func (o *Oracle) oneClassFails(ctx context.Context, st *Stmt) (string, Outcome, bool) {
+	pc, n := st.choices()
+	groups := n - st.NGroups
+	for _, c := range st.Classes() {
+		keep := make([]bool, n)
+		for i := groups; i < n; i++ {
+			keep[i] = true
+		}
+		for i, p := range st.Pieces {
+			if pc[i] >= 0 && p.Class == c {
+				keep[pc[i]] = true
+			}
+		}
+		q, args := st.Build(func(i int) bool { return keep[i] })
+		if r := o.check(ctx, st.Session, q, args, false); r.Failed() {
+			return c, r, true
+		}
+	}
+	return "", Outcome{}, false
+}
+
 // plainFails reports whether st fails with every hostile choice undone and
 // every removable group removed: then its cause is its plain shape.
 func (o *Oracle) plainFails(ctx context.Context, st *Stmt) (Outcome, bool) {
@@ -670,6 +694,11 @@ func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 			if pr, ok := o.plainFails(ctx, stmt); ok {
 				f.Minimise, f.Tests, f.Minimal, f.MinArgs, f.MinWhy = true, 1, pr.SQL, pr.Args, pr.Why()
 				f.Signature = stmt.signature(nil)
+			} else if c, r, ok := o.oneClassFails(ctx, stmt); ok && bySig[c] > 0 {
+				// The hostile spellings of one class alone fail, and a
+				// failure of that class was minimised already.
+				f.Minimise, f.Tests, f.Minimal, f.MinArgs, f.MinWhy = true, 1, r.SQL, r.Args, r.Why()
+				f.Signature = c
 			} else if minimised < opt.MaxMinimise {
 				minimised++
 				o.Minimise(ctx, &f, opt.MinimiseBudget)
@@ -677,10 +706,10 @@ func (o *Oracle) Run(ctx context.Context, opt RunOptions) (*Stats, []Failure) {
 				f.Signature = "not minimised: " + strings.Join(stmt.Classes(), "+")
 			}
 			if j, ok := bySig[f.Signature]; ok {
-				fails[j].Count++
+				fails[j-1].Count++
 			} else {
-				bySig[f.Signature] = len(fails)
 				fails = append(fails, f)
+				bySig[f.Signature] = len(fails)
 			}
 		}
 		if opt.Progress != nil && i > 0 && i%1000 == 0 {
