@@ -470,6 +470,11 @@ type Stats struct {
 	HolderErrors           map[string]int
 	StaleLost, StaleFailed int
 	Failures               int
+	// HolderMisreported counts the holder's runs that wrote rows while
+	// Exec returned an error (a write reported as not done);
+	// MisreportExample is the first.
+	HolderMisreported int
+	MisreportExample  string
 	ByKind, ByClass        map[string]*Count
 	Elapsed                time.Duration
 }
@@ -512,6 +517,12 @@ func (s *Stats) add(st *Stmt, r Outcome) {
 		}
 		if r.Failed() {
 			c.Failed++
+		}
+	}
+	if wrote && r.Holder.Err != nil {
+		s.HolderMisreported++
+		if s.MisreportExample == "" {
+			s.MisreportExample = fmt.Sprintf("%s: Exec said %v; the tables: %s", Quote(r.SQL), r.Holder.Err, r.Holder.Diff)
 		}
 	}
 	switch {
@@ -597,6 +608,9 @@ func (s *Stats) Report() string {
 	fmt.Fprintf(&b, "%s, seed %d: %d statements in %s: %d accepted, %d refused; of the accepted, %d wrote as the holder (%s), %d matched nothing (ErrNoMatch), %d failed on the server; stale owner: %d ErrLost, %d other errors, %d FAILURES\n",
 		s.Dialect, s.Seed, s.Generated, s.Elapsed.Round(time.Millisecond), s.Accepted, s.Refused,
 		s.HolderWrote, pct(s.HolderWrote, s.Accepted), s.HolderNoMatch, s.HolderFailed, s.StaleLost, s.StaleFailed, s.Failures)
+	if s.HolderMisreported > 0 {
+		fmt.Fprintf(&b, "  the holder's write changed rows but Exec returned an error %d times; the first: %s\n", s.HolderMisreported, s.MisreportExample)
+	}
 	b.WriteString("  refused by reason:\n")
 	for _, kv := range sortedCounts(s.RefusedBy) {
 		fmt.Fprintf(&b, "    %6d  %s\n", kv.n, kv.k)
