@@ -475,8 +475,8 @@ type Stats struct {
 	// MisreportExample is the first.
 	HolderMisreported int
 	MisreportExample  string
-	ByKind, ByClass        map[string]*Count
-	Elapsed                time.Duration
+	ByKind, ByClass   map[string]*Count
+	Elapsed           time.Duration
 }
 
 // Count is generated / accepted / wrote for one kind or class.
