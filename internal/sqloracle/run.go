@@ -475,6 +475,12 @@ type Stats struct {
 	// MisreportExample is the first.
 	HolderMisreported int
 	MisreportExample  string
+	// Disagreements counts the statements whose placeholders the driver or
+	// the server counted differently from fence: its lexer and theirs
+	// disagreed on where a comment or literal ends (fail-closed here, as
+	// the counts did not match); DisagreementExample is the first.
+	Disagreements       int
+	DisagreementExample string
 	ByKind, ByClass   map[string]*Count
 	Elapsed           time.Duration
 }
@@ -519,6 +525,12 @@ func (s *Stats) add(st *Stmt, r Outcome) {
 			c.Failed++
 		}
 	}
+	if r.Holder.Err != nil && placeholderMismatch.MatchString(r.Holder.Err.Error()) {
+		s.Disagreements++
+		if s.DisagreementExample == "" {
+			s.DisagreementExample = fmt.Sprintf("%s: %v", Quote(r.SQL), r.Holder.Err)
+		}
+	}
 	if wrote && r.Holder.Err != nil {
 		s.HolderMisreported++
 		if s.MisreportExample == "" {
@@ -554,7 +566,10 @@ func (s *Stats) count(m map[string]*Count, k string) *Count {
 }
 
 var (
-	digits = regexp.MustCompile(`[0-9]+`)
+	// What database/sql, pgx and the servers say when a statement's
+	// placeholders and its arguments do not match.
+	placeholderMismatch = regexp.MustCompile(`expected \d+ arguments, got \d+|bind message supplies|mismatched param and argument count|could not determine data type of parameter|there is no parameter \$|unused argument`)
+	digits              = regexp.MustCompile(`[0-9]+`)
 	quoted = regexp.MustCompile(`"[^"]*"|'[^']*'|` + "`[^`]*`")
 )
 
@@ -610,6 +625,9 @@ func (s *Stats) Report() string {
 		s.HolderWrote, pct(s.HolderWrote, s.Accepted), s.HolderNoMatch, s.HolderFailed, s.StaleLost, s.StaleFailed, s.Failures)
 	if s.HolderMisreported > 0 {
 		fmt.Fprintf(&b, "  the holder's write changed rows but Exec returned an error %d times; the first: %s\n", s.HolderMisreported, s.MisreportExample)
+	}
+	if s.Disagreements > 0 {
+		fmt.Fprintf(&b, "  placeholders counted differently by the driver or server than by fence (a lexer disagreement, fail-closed) %d times; the first: %s\n", s.Disagreements, clip(s.DisagreementExample, 400))
 	}
 	b.WriteString("  refused by reason:\n")
 	for _, kv := range sortedCounts(s.RefusedBy) {
