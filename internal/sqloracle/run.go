@@ -481,8 +481,8 @@ type Stats struct {
 	// the counts did not match); DisagreementExample is the first.
 	Disagreements       int
 	DisagreementExample string
-	ByKind, ByClass   map[string]*Count
-	Elapsed           time.Duration
+	ByKind, ByClass     map[string]*Count
+	Elapsed             time.Duration
 }
 
 // Count is generated / accepted / wrote for one kind or class.
@@ -570,7 +570,7 @@ var (
 	// placeholders and its arguments do not match.
 	placeholderMismatch = regexp.MustCompile(`expected \d+ arguments, got \d+|bind message supplies|mismatched param and argument count|could not determine data type of parameter|there is no parameter \$|unused argument`)
 	digits              = regexp.MustCompile(`[0-9]+`)
-	quoted = regexp.MustCompile(`"[^"]*"|'[^']*'|` + "`[^`]*`")
+	quoted              = regexp.MustCompile(`"[^"]*"|'[^']*'|` + "`[^`]*`")
 )
 
 // reason is a refusal's message without its particulars, to count them.
