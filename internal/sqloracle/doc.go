@@ -12,8 +12,8 @@
 // sqlite3_keyword_name) as a column and an alias name, bare, qualified and
 // quoted; bytes 0x00-0x20 and 0x7F-0xFF as space and after -- and #;
 // numbers glued to words (1.0OR, 1e1OR, 0x1OR); every comment and quoting
-// form of the dialect (E”, U&”, $$, $tag$, nested /* */, #, /*! */,
-// /*M! */, backslash escapes, "…", [..], `..`, x”); session variants
+// form of the dialect (E'…', U&'…', $$, $tag$, nested /* */, #, /*! */,
+// /*M! */, backslash escapes, "…", [..], `..`, x'…'); session variants
 // (sql_mode ANSI_QUOTES, NO_BACKSLASH_ESCAPES, PIPES_AS_CONCAT, ORACLE, …;
 // SET NAMES gbk/sjis/big5; standard_conforming_strings off;
 // client_encoding GBK/SJIS/BIG5); and, in half the statements, a
