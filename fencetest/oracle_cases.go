@@ -60,6 +60,7 @@ var caughtStatements = []oracleCatch{
 	{name: "FromColumnInUpdateFrom", dialects: "postgres", q: "UPDATE {I} a SET val = ? FROM {S} AS d WHERE d.id = a.id AND {{fence}} AND a.from >= 0 OR 1 = 1", args: []any{"p"}},
 	{name: "LimitColumnFeedingUpsert", dialects: "postgres", q: "INSERT INTO {S} (id, val, n) SELECT DISTINCT n, 'd', n FROM {I} a WHERE {{fence}} AND a.limit >= 0 OR 1=1 ON CONFLICT (id) DO UPDATE SET val = EXCLUDED.val"},
 	{name: "ValuesAliasBeforeOr", dialects: "postgres", q: "UPDATE {I} AS VaLUEs SET n = n + 1 WHERE {{fence}} AND VaLUEs.id > 0 OR id > 0"},
+	{name: "ReturningColumnBeforeOrPostgres", dialects: "postgres", q: "DELETE FROM {I} WHERE {{fence}} AND {I}.returning > 0 OR id > 0"},
 
 	// MariaDB reads a number glued to a word as the number, then the word.
 	{name: "GluedExponentOr", dialects: "mysql", q: "DELETE FROM {I} WHERE {{fence}} AND {I}.id > 1e-1Or TRUE"},
@@ -71,13 +72,15 @@ var caughtStatements = []oracleCatch{
 	// PostgreSQL ends a -- comment at a bare carriage return.
 	{name: "CarriageReturnEndsComment", dialects: "postgres", q: "DELETE FROM {I} WHERE 1=1 --\x05 \"\r or 1=1\n AND {{fence}}"},
 	{name: "CarriageReturnEndsCommentInUpsert", dialects: "postgres", q: "INSERT INTO {S} (id, val, n) SELECT id, val, n FROM {I} AS a WHERE {{fence}} AND 1=1 --- x\r or TRUE\n ON CONFLICT (id) DO UPDATE SET val = 'u' WHERE {S}.n < 100"},
-	// Under client_encoding GBK or SJIS (a SET in the caller's session),
-	// 0xAC 0x5C and 0x95 0x5C are one character: the E'…' string ends at
-	// the quote fence took for an escaped one.
+	// Under client_encoding GBK, SJIS or BIG5 (a SET in the caller's
+	// session), 0xAC 0x5C, 0x95 0x5C and 0xEC 0x5C are one character: the
+	// E'…' string ends at the quote fence took for an escaped one.
 	{name: "GBKEscapeString", dialects: "postgres", q: "UPDATE {I} AS a SET n = 1 WHERE {{fence}} AND a.val <> E'\xac\\' OR 1=1 -- '",
 		session: []string{"SET client_encoding = 'GBK'"}},
 	{name: "SJISEscapeString", dialects: "postgres", q: "DELETE FROM {I} AS a WHERE {{fence}} AND val <> E'\x95\\' OR 1=1 -- '",
 		session: []string{"SET client_encoding = 'SJIS'"}},
+	{name: "BIG5EscapeStringFeedingInsert", dialects: "postgres", q: "INSERT INTO {S} (id, val, n) SELECT a.id + 100, 'x', a.n FROM {I} AS a WHERE {{fence}} AND a.val <> E'\xec\\' OR 1=1 -- '",
+		session: []string{"SET client_encoding = 'BIG5'"}},
 
 	// SQLite reads the SQL as a C string: it stops at a NUL that fence
 	// reads past, in space, a block comment or a line comment.
