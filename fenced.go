@@ -167,7 +167,17 @@ func (s *Store) Fenced(t Token, query string, args ...any) (string, []any, error
 	if err != nil {
 		return "", nil, err
 	}
-	return s.expandNow(q, all)
+	if q, all, err = s.expandNow(q, all); err != nil {
+		return "", nil, err
+	}
+	// Where the server runs every statement of a text (SQLite), its own
+	// lexer decides that the text sent is one statement.
+	if c, ok := s.drv.(driver.StatementChecker); ok {
+		if err := c.CheckOneStatement(q); err != nil {
+			return "", nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	return q, all, nil
 }
 
 // expandNow replaces each {{now_ms}} outside literals with the database clock.
@@ -204,7 +214,7 @@ func Rebind(d Dialect, query string) string {
 		if t.kind == tParam && t.word == "?" {
 			n++
 			b.WriteString(query[last:t.pos])
-			writeApart(&b, query, t, "$"+strconv.Itoa(n))
+			writeApart(&b, query, t.pos, t.end, "$"+strconv.Itoa(n))
 			last = t.end
 		}
 	}

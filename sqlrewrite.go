@@ -2,9 +2,11 @@ package fence
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Markers that fenced-write helpers replace in the caller's SQL.
@@ -20,18 +22,22 @@ const (
 	NowMarker = "{{now_ms}}"
 )
 
-// The rewrite works on tokens, not on a parse tree: fence does not parse
-// SQL, it finds out enough to refuse every shape in which {{fence}} would not
-// guard every row the statement writes. So the tokenizer must agree with the
-// server on where literals, quoted names and comments begin and end (a
-// disagreement could hide an OR from the checks), and the shape rules below
-// accept only what they can prove, refusing the rest with ErrInvalid.
+// The rewrite works on tokens, not on a parse tree. fence does not need to
+// find where the caller's condition ends to fence the statement: the guard
+// goes where fence puts it (at the front of the statement's WHERE, with the
+// caller's whole condition parenthesised after it, or around the SELECT
+// that feeds an INSERT), so an OR, an aggregate or a keyword used as a
+// column name inside the caller's SQL cannot take rows out from under it
+// (docs/adr/0007-guard-placement.md). What the tokens still decide is where
+// literals, quoted names and comments begin and end, and where the statement
+// ends; there the tokenizer follows the servers' lexers and refuses every
+// spelling on which the servers (or their versions and settings) disagree.
 
 type tokKind uint8
 
 const (
 	tWord   tokKind = iota // keyword or unquoted name
-	tQuoted                // quoted name
+	tQuoted                // quoted name, or an unquoted word that can only be a name
 	tString                // string literal of any kind
 	tNumber
 	tParam  // ?, or $n on PostgreSQL
@@ -48,28 +54,74 @@ type token struct {
 }
 
 // tokenize splits q into tokens for dialect d, skipping comments and
-// whitespace. It refuses what it cannot delimit as the server would:
-// unterminated literals and comments, MySQL's executable comments, and
-// placeholder forms whose argument positions fence cannot know. It also
+// whitespace. It refuses what it cannot delimit as every supported server
+// would: unterminated literals and comments, MySQL's executable comments,
+// placeholder forms whose argument positions fence cannot know, bytes that
+// are not valid UTF-8, control characters outside string literals (the
+// servers disagree on which end a -- comment or count as space), and a
+// number glued to a word (1.0OR, 0x1F, 1_000: read as one token, or as a
+// number and a word, depending on the server and its version). It also
 // refuses a statement whose tokens depend on a server setting: a backslash
 // before a quote ends a literal or not depending on MySQL's sql_mode
 // (NO_BACKSLASH_ESCAPES, ANSI_QUOTES) or PostgreSQL's
-// standard_conforming_strings, and either reading might hide an OR.
+// standard_conforming_strings, and either reading might hide SQL.
 func tokenize(d Dialect, q string) ([]token, error) {
+	if !utf8.ValidString(q) {
+		return nil, fmt.Errorf("%w: SQL is not valid UTF-8; send text as UTF-8 and binary values as bound parameters", ErrInvalid)
+	}
 	toks, err := tokenizeMode(d, q, false)
-	if err != nil || d == SQLite {
-		return toks, err
+	if err != nil {
+		return nil, err
 	}
-	alt, err := tokenizeMode(d, q, true)
-	same := err == nil && len(alt) == len(toks)
-	for i := 0; same && i < len(toks); i++ {
-		same = alt[i].pos == toks[i].pos && alt[i].end == toks[i].end
+	if d != SQLite {
+		alt, err := tokenizeMode(d, q, true)
+		same := err == nil && len(alt) == len(toks)
+		for i := 0; same && i < len(toks); i++ {
+			same = alt[i].pos == toks[i].pos && alt[i].end == toks[i].end
+		}
+		if !same {
+			return nil, fmt.Errorf("%w: a backslash before a quote makes this SQL read differently depending on the server's settings (MySQL NO_BACKSLASH_ESCAPES or ANSI_QUOTES, PostgreSQL standard_conforming_strings); write a quote inside a literal by doubling it ('it''s'), and on PostgreSQL a backslash as E'\\\\'", ErrInvalid)
+		}
 	}
-	if !same {
-		return nil, fmt.Errorf("%w: a backslash before a quote makes this SQL read differently depending on the server's settings (MySQL NO_BACKSLASH_ESCAPES or ANSI_QUOTES, PostgreSQL standard_conforming_strings); write a quote inside a literal by doubling it ('it''s'), and on PostgreSQL a backslash as E'\\\\'", ErrInvalid)
-	}
+	markNames(toks, q)
 	return toks, nil
 }
+
+// markNames turns into names the words that the servers read as names
+// whatever they spell: a word next to a "." (t.where, lock.x: after a dot
+// even a reserved word is a column name on PostgreSQL and MySQL) and a word
+// after AS (PostgreSQL takes any keyword as an alias there).
+func markNames(toks []token, q string) {
+	dot := func(i int) bool { return i >= 0 && i < len(toks) && toks[i].kind == tOp && toks[i].word == "." }
+	for i := range toks {
+		if toks[i].kind != tWord {
+			continue
+		}
+		if dot(i-1) || dot(i+1) || i > 0 && toks[i-1].kind == tWord && toks[i-1].word == "AS" {
+			toks[i].kind = tQuoted
+		}
+	}
+}
+
+// ctlError refuses a control character outside a string literal.
+func ctlError(q string, i int) error {
+	return fmt.Errorf("%w: SQL has the control character %U at byte %d outside a string literal; the servers disagree on whether such a byte is space or ends a -- comment (a bare carriage return ends one on PostgreSQL only), so use spaces, tabs and newlines (CR LF is fine)", ErrInvalid, rune(q[i]), i)
+}
+
+// blank reports whether q[i] is whitespace that every server reads as
+// such: space, tab, newline, and a carriage return before a newline.
+func blank(q string, i int) bool {
+	switch q[i] {
+	case ' ', '\t', '\n':
+		return true
+	case '\r':
+		return i+1 < len(q) && q[i+1] == '\n'
+	}
+	return false
+}
+
+// control reports whether c is a control character (C0 or DEL).
+func control(c byte) bool { return c < 0x20 || c == 0x7f }
 
 // tokenizeMode is tokenize with the server's default quoting, or with alt
 // the other one: MySQL without backslash escapes, PostgreSQL with them in
@@ -83,14 +135,24 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 	for i := 0; i < len(q); {
 		c := q[i]
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		case blank(q, i):
 			i++
-		case c == '-' && strings.HasPrefix(q[i:], "--") && (d != MySQL || i+2 == len(q) || q[i+2] <= ' '):
+		case control(c):
+			return nil, ctlError(q, i)
+		case c == '-' && strings.HasPrefix(q[i:], "--") && (d != MySQL || i+2 == len(q) || blank(q, i+2) || control(q[i+2])):
 			// MySQL wants a space or control character after "--": "--1" is
 			// minus minus one there, and the rest of the line is SQL.
-			i = lineEnd(q, i)
+			j, err := lineEnd(q, i)
+			if err != nil {
+				return nil, err
+			}
+			i = j
 		case c == '#' && d == MySQL:
-			i = lineEnd(q, i)
+			j, err := lineEnd(q, i)
+			if err != nil {
+				return nil, err
+			}
+			i = j
 		case c == '/' && strings.HasPrefix(q[i:], "/*"):
 			if d == MySQL && (strings.HasPrefix(q[i:], "/*!") || strings.HasPrefix(q[i:], "/*M!")) {
 				return nil, fmt.Errorf("%w: MySQL runs the body of a /*! … */ comment as SQL, so fence cannot check it; write that SQL without the comment", ErrInvalid)
@@ -166,6 +228,9 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 				if err != nil || n == 0 || n > 65535 {
 					return nil, fmt.Errorf("%w: placeholder %s out of range", ErrInvalid, q[i:j])
 				}
+				if j < len(q) && (isIdent(q[j]) || q[j] == '$' || q[j] == '.') {
+					return nil, gluedError(q, i, j)
+				}
 				toks = append(toks, token{kind: tParam, pos: i, end: j, word: "$", n: n})
 				i = j
 				continue
@@ -196,9 +261,9 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 			}
 			return nil, fmt.Errorf("%w: named parameter %s: fence places its own arguments by position, so use ? placeholders", ErrInvalid, q[i:j])
 		case isDigit(c) || (c == '.' && i+1 < len(q) && isDigit(q[i+1])):
-			j := i + 1
-			for j < len(q) && (isIdent(q[j]) || q[j] == '.') {
-				j++
+			j := numberEnd(q, i)
+			if j < len(q) && (isIdent(q[j]) || q[j] == '$' || q[j] == '.') {
+				return nil, gluedError(q, i, j)
 			}
 			add(tNumber, i, j, "")
 			i = j
@@ -234,11 +299,56 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 	return toks, nil
 }
 
-func lineEnd(q string, i int) int {
-	if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
-		return i + j + 1
+// numberEnd returns the end of the numeric literal at i: digits, an
+// optional fraction, an optional exponent with digits. Anything glued to
+// it is refused by the caller (gluedError).
+func numberEnd(q string, i int) int {
+	j := i
+	for j < len(q) && isDigit(q[j]) {
+		j++
 	}
-	return len(q)
+	if j < len(q) && q[j] == '.' {
+		j++
+		for j < len(q) && isDigit(q[j]) {
+			j++
+		}
+	}
+	if j < len(q) && (q[j] == 'e' || q[j] == 'E') {
+		k := j + 1
+		if k < len(q) && (q[k] == '+' || q[k] == '-') {
+			k++
+		}
+		if k < len(q) && isDigit(q[k]) {
+			for k < len(q) && isDigit(q[k]) {
+				k++
+			}
+			j = k
+		}
+	}
+	return j
+}
+
+func gluedError(q string, i, j int) error {
+	k := j
+	for k < len(q) && (isIdent(q[k]) || q[k] == '$' || q[k] == '.') && k-i < 24 {
+		k++
+	}
+	return fmt.Errorf("%w: %q is a number glued to a word: the servers read it as one token or as two, by server and version (MariaDB and PostgreSQL before 15 read 1.0OR as 1.0 OR), so put a space after the number, write hex as X'1F', and drop digit separators", ErrInvalid, q[i:k])
+}
+
+// lineEnd returns the offset after the -- or # comment at i. The comment
+// must not hold a control character: PostgreSQL ends it at a bare carriage
+// return, the others at the newline only.
+func lineEnd(q string, i int) (int, error) {
+	for j := i; j < len(q); j++ {
+		switch {
+		case q[j] == '\n':
+			return j + 1, nil
+		case control(q[j]) && !blank(q, j):
+			return 0, ctlError(q, j)
+		}
+	}
+	return len(q), nil
 }
 
 // commentEnd returns the offset after the /* comment at i. PostgreSQL nests
@@ -247,6 +357,8 @@ func commentEnd(q string, i int, nested bool) (int, error) {
 	depth := 0
 	for j := i; j+1 < len(q); {
 		switch {
+		case control(q[j]) && !blank(q, j):
+			return 0, ctlError(q, j)
 		case q[j] == '/' && q[j+1] == '*' && (nested || depth == 0):
 			depth++
 			j += 2
@@ -265,10 +377,13 @@ func commentEnd(q string, i int, nested bool) (int, error) {
 
 // quotedEnd returns the offset after the literal or name opened by quote
 // at i. A doubled quote stands for itself; backslash escapes the next byte
-// where the dialect says so (MySQL strings, PostgreSQL E'…').
+// where the dialect says so (MySQL strings, PostgreSQL E'…'). A NUL byte is
+// refused: PostgreSQL cannot take one in a statement's text at all.
 func quotedEnd(q string, i int, quote byte, backslash bool) (int, error) {
 	for j := i + 1; j < len(q); j++ {
 		switch {
+		case q[j] == 0:
+			return 0, fmt.Errorf("%w: SQL has a NUL byte inside a literal; bind such a value as a parameter", ErrInvalid)
 		case backslash && q[j] == '\\':
 			j++
 		case q[j] == quote:
@@ -300,9 +415,11 @@ func isAllDigits(s string) bool {
 // the caller's own placeholders and arguments in order. repl receives the
 // number of the first placeholder it may use ($N dialects) and returns SQL
 // and the arguments of its placeholders. want is how many markers must occur:
-// -1 for at least one, 0 for any number, 1 for exactly one; with
-// FenceMarker, the statement must also have one of the accepted shapes
-// (checkShape).
+// -1 for at least one, 0 for any number, 1 for exactly one.
+//
+// FenceMarker is different: the guard repl returns is not put where the
+// marker stands but where fence places it (placeFence), and the marker
+// itself becomes a condition that is always true.
 //
 // query must be one statement (a trailing ; is allowed), and its
 // placeholders must match args: ? on every dialect, or $1…$n on PostgreSQL
@@ -312,34 +429,53 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 	if err != nil {
 		return "", nil, err
 	}
-	rebind := p.rebind
 	var b strings.Builder
-	b.Grow(len(query) + 128*p.markers)
-	out := make([]any, 0, len(args)+3*p.markers)
+	b.Grow(len(query) + 160*max(p.markers, 1))
+	out := make([]any, 0, len(args)+3*max(p.markers, 1))
 	last, qmarks, argAt := 0, 0, 0
 	next := len(args) + 1 // $N dialects: the markers' arguments go after the caller's
-	for _, t := range p.acts {
-		switch {
-		case t.kind == tParam && t.word == "?":
+	// emit writes repl's SQL (between pre and post) at pos and places its
+	// arguments.
+	emit := func(pos int, pre, post string) {
+		sql, extra := repl(next)
+		writeApart(&b, query, pos, pos, pre+sql+post)
+		if d == Postgres {
+			next += len(extra)
+		} else {
+			// Positional placeholders: the arguments go where the SQL stands.
+			out = append(out, args[argAt:qmarks]...)
+			argAt = qmarks
+		}
+		out = append(out, extra...)
+	}
+	for _, a := range p.acts {
+		b.WriteString(query[last:a.pos])
+		last = a.pos
+		switch a.kind {
+		case actParam:
 			qmarks++
-			if rebind {
-				b.WriteString(query[last:t.pos])
-				writeApart(&b, query, t, "$"+strconv.Itoa(qmarks))
-				last = t.end
+			if p.rebind {
+				writeApart(&b, query, a.pos, a.end, "$"+strconv.Itoa(qmarks))
+				last = a.end
 			}
-		case t.kind == tMarker && t.word == marker:
-			b.WriteString(query[last:t.pos])
+		case actRepl:
+			var sb strings.Builder
 			sql, extra := repl(next)
-			writeApart(&b, query, t, sql)
-			last = t.end
+			writeApart(&sb, query, a.pos, a.end, sql)
+			b.WriteString(sb.String())
+			last = a.end
 			if d == Postgres {
 				next += len(extra)
 			} else {
-				// Positional placeholders: the marker's arguments go where it stands.
 				out = append(out, args[argAt:qmarks]...)
 				argAt = qmarks
 			}
 			out = append(out, extra...)
+		case actText:
+			writeApart(&b, query, a.pos, a.end, a.text)
+			last = a.end
+		case actGuard:
+			emit(a.pos, a.text, a.post)
 		}
 	}
 	b.WriteString(query[last:])
@@ -349,10 +485,26 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 	return b.String(), append(out, args[argAt:]...), nil
 }
 
-// splicePlan is what splice needs of a query once it has been checked: the
-// tokens it acts on (? placeholders and the markers), in order.
+// actKind says what splice does at a place in the query.
+type actKind uint8
+
+const (
+	actParam actKind = iota // a ? placeholder: count it, rebind it on PostgreSQL
+	actRepl                 // a marker replaced by what repl returns
+	actText                 // the span replaced by text (an insertion where pos == end)
+	actGuard                // repl's SQL inserted at pos, between text and post
+)
+
+type act struct {
+	kind       actKind
+	pos, end   int
+	text, post string
+}
+
+// splicePlan is what splice needs of a query once it has been checked: what
+// to do where, in order of position.
 type splicePlan struct {
-	acts    []token
+	acts    []act
 	markers int
 	rebind  bool
 }
@@ -431,34 +583,43 @@ func checkSplice(d Dialect, query string, nargs int, marker string, want int) (*
 	case want < 0 && len(hits) == 0:
 		return nil, fmt.Errorf("%w: SQL must contain %s at least once", ErrInvalid, marker)
 	}
-	if marker == FenceMarker && len(hits) == 1 {
-		if err := checkShape(d, toks, hits[0]); err != nil {
-			return nil, err
-		}
-	}
 	rebind, err := checkParams(d, toks, nargs)
 	if err != nil {
 		return nil, err
 	}
 	p := &splicePlan{markers: len(hits), rebind: rebind}
-	for _, t := range toks {
-		if t.kind == tParam && t.word == "?" || t.kind == tMarker && t.word == marker {
-			p.acts = append(p.acts, t)
+	var placed []act
+	if marker == FenceMarker {
+		if placed, err = placeFence(d, toks, hits[0]); err != nil {
+			return nil, err
 		}
 	}
+	for _, t := range toks {
+		switch {
+		case t.kind == tParam && t.word == "?":
+			p.acts = append(p.acts, act{kind: actParam, pos: t.pos, end: t.end})
+		case t.kind == tMarker && t.word == marker && marker != FenceMarker:
+			p.acts = append(p.acts, act{kind: actRepl, pos: t.pos, end: t.end})
+		}
+	}
+	p.acts = append(p.acts, placed...)
+	sortActs(p.acts)
 	return p, nil
 }
 
-// writeApart writes s in place of token t of query, with a space on a side
+// writeApart writes s in place of query[pos:end], with a space on a side
 // where s would otherwise run into a name or a $: "WHERE{{fence}}" must not
-// become the name WHEREEXISTS, nor "$?" the dollar quote $$1.
-func writeApart(b *strings.Builder, query string, t token, s string) {
+// become the name WHERETRUE, nor "$?" the dollar quote $$1.
+func writeApart(b *strings.Builder, query string, pos, end int, s string) {
 	glues := func(c byte) bool { return isIdent(c) || c == '$' }
-	if t.pos > 0 && glues(query[t.pos-1]) {
+	if s == "" {
+		return
+	}
+	if pos > 0 && glues(query[pos-1]) && glues(s[0]) {
 		b.WriteByte(' ')
 	}
 	b.WriteString(s)
-	if t.end < len(query) && glues(query[t.end]) {
+	if end < len(query) && glues(query[end]) && glues(s[len(s)-1]) {
 		b.WriteByte(' ')
 	}
 }
@@ -506,42 +667,61 @@ func checkParams(d Dialect, toks []token, nargs int) (rebind bool, err error) {
 // How to write a fenced statement; ends most refusals.
 const shapeHint = "write UPDATE … WHERE (your condition) AND {{fence}}, DELETE … WHERE (your condition) AND {{fence}}, or INSERT INTO t (…) SELECT … WHERE (your condition) AND {{fence}}"
 
-// checkShape refuses every statement in which the fence predicate, put at
-// toks[m], might not guard every row written. Accepted: one UPDATE, DELETE,
-// INSERT … SELECT or REPLACE … SELECT, optionally after a WITH of read-only
-// CTEs, with the marker as a top-level AND conjunct of the WHERE of the
-// statement (of the SELECT feeding the INSERT), and no top-level OR, XOR or
-// set operation. The package doc's table lists the shapes.
-func checkShape(d Dialect, toks []token, m int) error {
+// markerTrue is what {{fence}} becomes: a condition that is always true.
+// Not TRUE: on SQLite a column named "true" takes that name's place.
+const markerTrue = "(1 = 1)"
+
+// placeFence decides where the guard goes in the statement whose marker is
+// toks[m], and returns the insertions (and the marker's replacement) in
+// order of position. The guard's place does not depend on where the
+// caller's own condition ends, nor on what is inside it:
+//
+//   - UPDATE and DELETE: right after the statement's WHERE, followed by
+//     AND and the caller's whole condition in parentheses:
+//     WHERE <guard> AND (<caller's condition>) [RETURNING …|ORDER BY …|LIMIT …].
+//     An OR, XOR or || inside it, a keyword used as a column name, a CASE:
+//     none can reach outside the parentheses. Misjudging where the
+//     condition starts or ends can only put a parenthesis where the server
+//     refuses it (a syntax error, nothing written).
+//   - INSERT and REPLACE fed by a SELECT: the guard bounds the SELECT's
+//     whole result from outside. On SQLite the SELECT is wrapped:
+//     INSERT INTO t (…) SELECT * FROM (<caller's SELECT>) AS fence_src WHERE <guard>;
+//     on MySQL through a CTE with a column list (a derived table there
+//     refuses two columns of the same name, as SELECT ?, ? has):
+//     INSERT INTO t (…) WITH fence_src (fence_c1, …) AS (<caller's SELECT>) SELECT * FROM fence_src WHERE <guard>;
+//     on PostgreSQL by a LIMIT of no rows unless the guard holds:
+//     INSERT INTO t (…) <caller's SELECT> LIMIT CASE WHEN <guard> THEN NULL ELSE 0 END,
+//     or, when the SELECT has a LIMIT of its own, wrapped as on SQLite.
+//     An aggregate without GROUP BY, HAVING, GROUP BY (), DISTINCT, a
+//     window or a set operation in the caller's SELECT cannot make a row
+//     the guard does not see.
+//
+// The marker, where the caller wrote it, becomes markerTrue. It must be a
+// condition (after WHERE or AND, before AND, a closing parenthesis or the
+// end of its clause) within the guarded part: that rule only keeps the
+// statement meaning what it says (NOT {{fence}} would never write), the
+// fence does not rest on it.
+func placeFence(d Dialect, toks []token, m int) ([]act, error) {
 	if n := len(toks); n > 0 && toks[n-1].kind == tPunct && toks[n-1].word == ";" {
 		toks = toks[:n-1]
 	}
-	// Parenthesis and CASE … END nesting of every token.
-	paren := make([]int, len(toks))
-	cases := make([]int, len(toks))
-	p, c := 0, 0
+	depth := make([]int, len(toks))
+	p := 0
 	for i, t := range toks {
 		if t.kind == tPunct && t.word == ")" {
 			p--
 		}
-		if t.kind == tWord && t.word == "END" && c > 0 {
-			c--
-		}
-		paren[i], cases[i] = p, c
+		depth[i] = p
 		if t.kind == tPunct && t.word == "(" {
 			p++
 		}
-		if t.kind == tWord && t.word == "CASE" {
-			c++
-		}
 		if p < 0 {
-			return fmt.Errorf("%w: unbalanced parentheses in SQL", ErrInvalid)
+			return nil, fmt.Errorf("%w: unbalanced parentheses in SQL", ErrInvalid)
 		}
 	}
 	if p != 0 {
-		return fmt.Errorf("%w: unbalanced parentheses in SQL", ErrInvalid)
+		return nil, fmt.Errorf("%w: unbalanced parentheses in SQL", ErrInvalid)
 	}
-	top := func(i int) bool { return paren[i] == 0 && cases[i] == 0 }
 	isWord := func(i int, ws ...string) bool {
 		if i < 0 || i >= len(toks) || toks[i].kind != tWord {
 			return false
@@ -553,13 +733,7 @@ func checkShape(d Dialect, toks []token, m int) error {
 		}
 		return false
 	}
-
-	if paren[m] > 0 {
-		return fmt.Errorf("%w: {{fence}} is inside parentheses (a subquery, a function call or a parenthesised condition), where it may not guard every row written; make it a top-level AND condition of the statement's WHERE: %s", ErrInvalid, shapeHint)
-	}
-	if cases[m] > 0 {
-		return fmt.Errorf("%w: {{fence}} is inside a CASE expression, where it does not decide whether rows are written; make it a top-level AND condition of the statement's WHERE: %s", ErrInvalid, shapeHint)
-	}
+	top := func(i int) bool { return depth[i] == 0 }
 
 	// The statement's own verb, after an optional WITH.
 	stmt := -1
@@ -580,13 +754,13 @@ func checkShape(d Dialect, toks []token, m int) error {
 	switch verb {
 	case "UPDATE", "DELETE", "INSERT", "REPLACE":
 	case "SELECT", "VALUES", "TABLE":
-		return fmt.Errorf("%w: {{fence}} guards a write, and a %s writes nothing; to read while holding the lease, use CheckTx in a transaction, or %s", ErrInvalid, verb, shapeHint)
+		return nil, fmt.Errorf("%w: {{fence}} guards a write, and a %s writes nothing; to read while holding the lease, use CheckTx in a transaction, or %s", ErrInvalid, verb, shapeHint)
 	default:
 		what := "this statement"
 		if verb != "" {
 			what = verb
 		}
-		return fmt.Errorf("%w: {{fence}} is accepted in UPDATE, DELETE and INSERT … SELECT only, not in %s: %s", ErrInvalid, what, shapeHint)
+		return nil, fmt.Errorf("%w: {{fence}} is accepted in UPDATE, DELETE and INSERT … SELECT only, not in %s: %s", ErrInvalid, what, shapeHint)
 	}
 
 	// Nothing else in the statement may write: a data-modifying CTE commits
@@ -608,91 +782,181 @@ func checkShape(d Dialect, toks []token, m int) error {
 		default:
 			continue
 		}
-		return fmt.Errorf("%w: {{fence}} guards one write, but the statement has another: the %s inside it (a data-modifying WITH, or a subquery) would commit without the fence; run it as its own fenced statement in the same transaction (if %s is a column name, quote it)", ErrInvalid, t.word, t.word)
+		return nil, fmt.Errorf("%w: {{fence}} guards one write, but the statement has another: the %s inside it (a data-modifying WITH, or a subquery) would commit without the fence; run it as its own fenced statement in the same transaction (if %s is a column name, quote it)", ErrInvalid, t.word, t.word)
 	}
 
-	// A set operation at the top joins SELECTs the fence does not guard.
-	for i := stmt + 1; i < len(toks); i++ {
-		if top(i) && isWord(i, "UNION", "INTERSECT", "EXCEPT", "MINUS") {
-			return fmt.Errorf("%w: a top-level %s joins a SELECT that {{fence}} does not guard; put the set operation in a subquery and guard the outer SELECT: INSERT INTO t (…) SELECT * FROM (… %s …) AS u WHERE {{fence}}", ErrInvalid, toks[i].word, toks[i].word)
-		}
-	}
-
-	// The WHERE the marker belongs to: the nearest top-level WHERE before it,
-	// with no other clause between them.
-	clauseEnd := func(i int) bool {
-		if isWord(i, "FROM") && isWord(i-1, "DISTINCT") {
-			return false // IS [NOT] DISTINCT FROM
-		}
-		return top(i) && isWord(i, "RETURNING", "ORDER", "LIMIT", "GROUP", "HAVING", "WINDOW", "OFFSET", "FETCH", "FOR", "ON", "LOCK", "SET", "FROM", "USING", "INTO", "VALUES", "SELECT")
-	}
-	w := -1
-	for i := m - 1; i > stmt; i-- {
-		if top(i) && isWord(i, "WHERE") {
-			w = i
-			break
-		}
-		if clauseEnd(i) {
-			break
-		}
-	}
-	if w < 0 {
-		return fmt.Errorf("%w: {{fence}} must be a condition of the statement's WHERE (it is in another clause here): %s", ErrInvalid, shapeHint)
-	}
-	if verb == "INSERT" || verb == "REPLACE" {
-		sel := -1
-		for i := stmt + 1; i < w; i++ {
-			if top(i) && isWord(i, "SELECT") {
-				sel = i
-			}
-			if top(i) && isWord(i, "ON") && isWord(i+1, "CONFLICT", "DUPLICATE") {
-				sel = -1
+	// from and to delimit the guarded part: the WHERE's condition, or the
+	// SELECT feeding the INSERT.
+	var from, to int
+	var acts []act
+	switch verb {
+	case "UPDATE", "DELETE":
+		w := -1
+		for i := stmt + 1; i < len(toks); i++ {
+			if top(i) && isWord(i, "WHERE") {
+				w = i
 				break
 			}
 		}
-		if sel < 0 {
-			return fmt.Errorf("%w: in an %s, {{fence}} must be in the WHERE of the SELECT that feeds it, before any ON CONFLICT or ON DUPLICATE KEY clause (INSERT … VALUES, or the marker in an upsert's DO UPDATE, leaves the inserted rows unguarded): INSERT INTO t (…) SELECT … WHERE (your condition) AND {{fence}} [ON CONFLICT …]", ErrInvalid, verb)
+		if w < 0 {
+			return nil, fmt.Errorf("%w: {{fence}} must be a condition of the statement's WHERE, and this %s has no WHERE: %s", ErrInvalid, verb, shapeHint)
 		}
-	}
-
-	// The WHERE's top-level conjuncts: no OR (nor XOR or MySQL's ||, which
-	// bind looser than AND), and the marker standing alone between ANDs.
-	end := len(toks)
-	for i := m + 1; i < len(toks); i++ {
-		if clauseEnd(i) {
-			end = i
-			break
+		if isWord(w+1, "CURRENT") && isWord(w+2, "OF") {
+			return nil, fmt.Errorf("%w: WHERE CURRENT OF a cursor cannot carry the fence; %s", ErrInvalid, shapeHint)
 		}
-	}
-	between := 0
-	conj := map[int]bool{} // ANDs that join conjuncts (not a BETWEEN's)
-	for i := w + 1; i < end; i++ {
-		if !top(i) {
-			continue
-		}
-		t := toks[i]
-		switch {
-		case isWord(i, "OR"), d == MySQL && isWord(i, "XOR"):
-			return fmt.Errorf("%w: the WHERE has a top-level %s, so {{fence}} would guard only one side of it; parenthesise your condition: WHERE (a %s b) AND {{fence}}", ErrInvalid, t.word, t.word)
-		case d == MySQL && t.kind == tOp && t.word == "|" && i+1 < end && toks[i+1].kind == tOp && toks[i+1].word == "|" && toks[i+1].pos == t.end:
-			return fmt.Errorf("%w: the WHERE has a top-level || (OR on MySQL), so {{fence}} would guard only one side of it; parenthesise your condition: WHERE (a OR b) AND {{fence}}", ErrInvalid)
-		case isWord(i, "BETWEEN"):
-			between++
-		case isWord(i, "AND"):
-			if between > 0 {
-				between--
-			} else {
-				conj[i] = true
+		from, to = w+1, len(toks)
+		for i := from; i < len(toks); i++ {
+			if top(i) && isWord(i, "RETURNING", "ORDER", "LIMIT") {
+				to = i
+				break
 			}
 		}
+		if to == from {
+			return nil, fmt.Errorf("%w: the WHERE is empty; %s", ErrInvalid, shapeHint)
+		}
+		acts = append(acts,
+			act{kind: actGuard, pos: toks[w].end, end: toks[w].end, text: " ", post: " AND ("},
+			act{kind: actText, pos: toks[to-1].end, end: toks[to-1].end, text: ")"})
+	case "INSERT", "REPLACE":
+		s := -1
+		for i := stmt + 1; i < len(toks); i++ {
+			if !top(i) {
+				continue
+			}
+			if isWord(i, "SELECT", "WITH") {
+				s = i
+				break
+			}
+			if isWord(i, "VALUES", "VALUE", "SET", "DEFAULT", "TABLE") {
+				break
+			}
+		}
+		if s < 0 {
+			return nil, fmt.Errorf("%w: an %s with {{fence}} must be fed by a SELECT, written without parentheses around it (INSERT … VALUES cannot be fenced: its rows are written whatever the fence says): INSERT INTO t (…) SELECT … WHERE (your condition) AND {{fence}}", ErrInvalid, verb)
+		}
+		from, to = s, len(toks)
+		for i := s + 1; i < len(toks); i++ {
+			if top(i) && (isWord(i, "RETURNING") || isWord(i, "ON") && isWord(i+1, "CONFLICT", "DUPLICATE")) {
+				to = i
+				break
+			}
+		}
+		open, close, post := "SELECT * FROM (", ") AS fence_src WHERE ", ""
+		limited := false
+		for i := s; i < to; i++ {
+			limited = limited || top(i) && isWord(i, "LIMIT", "FETCH")
+		}
+		switch {
+		case d == Postgres && !limited:
+			// A LIMIT of no rows unless the guard holds, at the end of the
+			// caller's SELECT: it bounds the whole result (of a set
+			// operation too), PostgreSQL evaluates it before it pulls a
+			// row, and the SELECT stays the INSERT's own, so its untyped
+			// parameters still take the target columns' types (in a
+			// subquery they would become text).
+			open, close, post = "", " LIMIT CASE WHEN ", " THEN NULL ELSE 0 END"
+		case d == MySQL:
+			// A CTE with a column list: a derived table on MySQL and
+			// MariaDB refuses two columns of the same name. The count
+			// is the target's column list's; a wrong count is refused
+			// by the server (the CTE's and the INSERT's counts must both
+			// match the SELECT's).
+			n, ok := targetColumns(toks, depth, s)
+			if !ok {
+				return nil, fmt.Errorf("%w: on MySQL an %s … SELECT with {{fence}} must name its target columns: %s INTO t (a, b) SELECT …", ErrInvalid, verb, verb)
+			}
+			cols := make([]string, n)
+			for i := range cols {
+				cols[i] = "fence_c" + strconv.Itoa(i+1)
+			}
+			open = "WITH fence_src (" + strings.Join(cols, ", ") + ") AS ("
+			close = ") SELECT * FROM fence_src WHERE "
+		}
+		if open != "" {
+			acts = append(acts, act{kind: actText, pos: toks[s].pos, end: toks[s].pos, text: open})
+		}
+		acts = append(acts, act{kind: actGuard, pos: toks[to-1].end, end: toks[to-1].end, text: close, post: post})
 	}
-	prevOK := m-1 == w || conj[m-1]
-	nextOK := m+1 == end || conj[m+1]
-	if !prevOK && isWord(m-1, "AND") {
-		return fmt.Errorf("%w: {{fence}} is the upper bound of a BETWEEN, not a condition; parenthesise the BETWEEN and add the marker as its own condition: WHERE (x BETWEEN a AND b) AND {{fence}}", ErrInvalid)
+	if m < from || m >= to {
+		return nil, fmt.Errorf("%w: {{fence}} must be a condition of the statement's WHERE (of the SELECT feeding an INSERT); here it is in another clause: %s", ErrInvalid, shapeHint)
 	}
+	if err := markerIsCondition(toks, depth, m, from, to, isWord); err != nil {
+		return nil, err
+	}
+	acts = append(acts, act{kind: actText, pos: toks[m].pos, end: toks[m].end, text: markerTrue})
+	return acts, nil
+}
+
+// targetColumns counts the columns of the INSERT's target column list, the
+// parenthesised list that ends right before the SELECT at s.
+func targetColumns(toks []token, depth []int, s int) (int, bool) {
+	if s < 1 || toks[s-1].kind != tPunct || toks[s-1].word != ")" {
+		return 0, false
+	}
+	n := 1
+	for i := s - 2; i >= 0; i-- {
+		if depth[i] == 0 && toks[i].kind == tPunct && toks[i].word == "(" {
+			return n, i+1 < s-1
+		}
+		if depth[i] == 1 && toks[i].kind == tPunct && toks[i].word == "," {
+			n++
+		}
+	}
+	return 0, false
+}
+
+// markerIsCondition checks that the marker at m stands as a condition of
+// its own: after WHERE, a conjunction's AND or an opening parenthesis, and
+// before AND, a closing parenthesis or the end of its clause.
+func markerIsCondition(toks []token, depth []int, m, from, to int, isWord func(int, ...string) bool) error {
+	punct := func(i int, p string) bool { return toks[i].kind == tPunct && toks[i].word == p }
+	prevOK := isWord(m-1, "WHERE") || punct(m-1, "(")
+	if isWord(m-1, "AND") {
+		// A BETWEEN's AND, unless as many conjunctions' ANDs follow
+		// the BETWEEN before the marker.
+		between := 0
+		for i := m - 2; i >= from && depth[i] >= depth[m]; i-- {
+			if depth[i] != depth[m] {
+				continue
+			}
+			if isWord(i, "WHERE") || punct(i, "(") {
+				break
+			}
+			if isWord(i, "BETWEEN") {
+				between++
+			}
+			if isWord(i, "AND") && between == 0 {
+				break
+			}
+			if isWord(i, "AND") && between > 0 {
+				between--
+			}
+		}
+		if between > 0 {
+			return fmt.Errorf("%w: {{fence}} is the upper bound of a BETWEEN, not a condition; parenthesise the BETWEEN and add the marker as its own condition: WHERE (x BETWEEN a AND b) AND {{fence}}", ErrInvalid)
+		}
+		prevOK = true
+	}
+	nextOK := m+1 >= to || punct(m+1, ")") ||
+		isWord(m+1, "AND", "GROUP", "ORDER", "LIMIT", "HAVING", "WINDOW", "UNION", "INTERSECT", "EXCEPT", "MINUS", "OFFSET", "FETCH", "FOR", "LOCK", "RETURNING", "ON") ||
+		// a AND {{fence}} OR b: the marker is a conjunct of a AND …,
+		// where its TRUE changes nothing; {{fence}} OR b would drop b.
+		isWord(m-1, "AND") && isWord(m+1, "OR", "XOR")
 	if !prevOK || !nextOK {
-		return fmt.Errorf("%w: {{fence}} must stand alone as a top-level conjunct of the WHERE, joined by AND (here it is an operand of a neighbouring operator, such as NOT or IS); %s", ErrInvalid, shapeHint)
+		return fmt.Errorf("%w: {{fence}} must stand alone as a condition joined by AND (here it is an operand of a neighbouring operator or keyword, such as NOT, IS, THEN or a comparison); %s", ErrInvalid, shapeHint)
 	}
 	return nil
+}
+
+// sortActs orders the acts by position; an insertion goes before a token
+// that starts where it is, and acts at the same place keep their order.
+func sortActs(acts []act) {
+	key := func(a act) int {
+		k := 2 * a.pos
+		if a.end > a.pos {
+			k++
+		}
+		return k
+	}
+	sort.SliceStable(acts, func(i, j int) bool { return key(acts[i]) < key(acts[j]) })
 }

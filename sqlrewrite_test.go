@@ -16,11 +16,13 @@ func TestSplicePositional(t *testing.T) {
 		want string
 		out  []any
 	}{
-		{"UPDATE t SET a = ? WHERE id = ? AND {{fence}}", []any{1, 2}, "UPDATE t SET a = ? WHERE id = ? AND G(?,?)", []any{1, 2, "n", "o"}},
-		{"UPDATE t SET a = ? WHERE {{fence}} AND id = ?", []any{1, 2}, "UPDATE t SET a = ? WHERE G(?,?) AND id = ?", []any{1, "n", "o", 2}},
-		{"DELETE FROM t WHERE {{fence}}", nil, "DELETE FROM t WHERE G(?,?)", []any{"n", "o"}},
-		{"UPDATE t SET a = '?{{fence}}' WHERE {{fence}} AND b = ?", []any{1}, "UPDATE t SET a = '?{{fence}}' WHERE G(?,?) AND b = ?", []any{"n", "o", 1}},
-		{"UPDATE t SET a = 'it''s ?' -- ? {{fence}}\n WHERE {{fence}} /* ? */ AND b = ?", []any{1}, "UPDATE t SET a = 'it''s ?' -- ? {{fence}}\n WHERE G(?,?) /* ? */ AND b = ?", []any{"n", "o", 1}},
+		{"UPDATE t SET a = ? WHERE id = ? AND {{fence}}", []any{1, 2}, "UPDATE t SET a = ? WHERE G(?,?) AND ( id = ? AND (1 = 1))", []any{1, "n", "o", 2}},
+		{"UPDATE t SET a = ? WHERE {{fence}} AND id = ?", []any{1, 2}, "UPDATE t SET a = ? WHERE G(?,?) AND ( (1 = 1) AND id = ?)", []any{1, "n", "o", 2}},
+		{"DELETE FROM t WHERE {{fence}}", nil, "DELETE FROM t WHERE G(?,?) AND ( (1 = 1))", []any{"n", "o"}},
+		{"DELETE FROM t WHERE a = ? OR b = ? AND {{fence}} RETURNING ?", []any{1, 2, 3}, "DELETE FROM t WHERE G(?,?) AND ( a = ? OR b = ? AND (1 = 1)) RETURNING ?", []any{"n", "o", 1, 2, 3}},
+		{"INSERT INTO t (a, b) SELECT ?, COUNT(*) FROM u WHERE {{fence}} ON CONFLICT (a) DO UPDATE SET b = ?", []any{1, 2}, "INSERT INTO t (a, b) SELECT * FROM (SELECT ?, COUNT(*) FROM u WHERE (1 = 1)) AS fence_src WHERE G(?,?) ON CONFLICT (a) DO UPDATE SET b = ?", []any{1, "n", "o", 2}},
+		{"UPDATE t SET a = '?{{fence}}' WHERE {{fence}} AND b = ?", []any{1}, "UPDATE t SET a = '?{{fence}}' WHERE G(?,?) AND ( (1 = 1) AND b = ?)", []any{"n", "o", 1}},
+		{"UPDATE t SET a = 'it''s ?' -- ? {{fence}}\n WHERE {{fence}} /* ? */ AND b = ?", []any{1}, "UPDATE t SET a = 'it''s ?' -- ? {{fence}}\n WHERE G(?,?) AND ( (1 = 1) /* ? */ AND b = ?)", []any{"n", "o", 1}},
 	} {
 		q, out, err := splice(SQLite, c.q, c.args, FenceMarker, 1, repl)
 		if err != nil || q != c.want || !reflect.DeepEqual(out, c.out) {
@@ -32,7 +34,7 @@ func TestSplicePositional(t *testing.T) {
 func TestSpliceMySQLQuoting(t *testing.T) {
 	repl := func(int) (string, []any) { return "G(?)", []any{"x"} }
 	q, out, err := splice(MySQL, "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE {{fence}} AND b = ?", []any{1}, FenceMarker, 1, repl)
-	if err != nil || q != "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE G(?) AND b = ?" || !reflect.DeepEqual(out, []any{"x", 1}) {
+	if err != nil || q != "UPDATE `t?` SET a = 'a''?\\\\' # ? {{fence}}\nWHERE G(?) AND ( (1 = 1) AND b = ?)" || !reflect.DeepEqual(out, []any{"x", 1}) {
 		t.Fatalf("%q %v %v", q, out, err)
 	}
 }
@@ -40,7 +42,7 @@ func TestSpliceMySQLQuoting(t *testing.T) {
 func TestSpliceNumbered(t *testing.T) {
 	repl := func(first int) (string, []any) { return "G($" + itoa(first) + ")", []any{"x"} }
 	q, out, err := splice(Postgres, "UPDATE t SET a = $1, b = $$?$$ WHERE {{fence}} AND id = $2 AND c = $tag$ $9 $tag$", []any{1, 2}, FenceMarker, 1, repl)
-	if err != nil || q != "UPDATE t SET a = $1, b = $$?$$ WHERE G($3) AND id = $2 AND c = $tag$ $9 $tag$" || !reflect.DeepEqual(out, []any{1, 2, "x"}) {
+	if err != nil || q != "UPDATE t SET a = $1, b = $$?$$ WHERE G($3) AND ( (1 = 1) AND id = $2 AND c = $tag$ $9 $tag$)" || !reflect.DeepEqual(out, []any{1, 2, "x"}) {
 		t.Fatalf("%q %v %v", q, out, err)
 	}
 	q, out, err = splice(Postgres, "SET f = {{fence_token}} WHERE f <= {{fence_token}} AND id = $1", []any{5}, TokenMarker, -1, repl)
@@ -175,13 +177,29 @@ func TestShapes(t *testing.T) {
 		"UPDATE t SET a = 1 FROM u WHERE u.id = t.id AND {{fence}};",
 		"DELETE FROM t WHERE id IN (SELECT id FROM u WHERE a OR b UNION SELECT 1) AND {{fence}}",
 		"INSERT INTO t (a, b) SELECT ?, ? WHERE {{fence}}",
-		"INSERT INTO t SELECT a FROM u JOIN v ON u.id = v.id WHERE u.a = ? AND {{fence}} ON CONFLICT (a) DO UPDATE SET a = excluded.a",
-		"INSERT INTO t SELECT a FROM u WHERE {{fence}} ON CONFLICT DO NOTHING",
-		"INSERT OR REPLACE INTO t SELECT 1 WHERE {{fence}}",
-		"REPLACE INTO t SELECT 1 WHERE {{fence}}",
+		"INSERT INTO t (a) SELECT a FROM u JOIN v ON u.id = v.id WHERE u.a = ? AND {{fence}} ON CONFLICT (a) DO UPDATE SET a = excluded.a",
+		"INSERT INTO t (a) SELECT a FROM u WHERE {{fence}} ON CONFLICT DO NOTHING",
+		"INSERT OR REPLACE INTO t (a) SELECT 1 WHERE {{fence}}",
+		"REPLACE INTO t (a) SELECT 1 WHERE {{fence}}",
 		"WITH q AS (SELECT id FROM u FOR UPDATE) UPDATE t SET a = 1 WHERE id IN (SELECT id FROM q) AND {{fence}}",
 		"WITH RECURSIVE q(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM q) DELETE FROM t WHERE id IN (SELECT n FROM q) AND {{fence}}",
 		"UPDATE t SET a = 1 WHERE b AND {{fence}} ORDER BY id LIMIT 1",
+		// Safe since the guard's place does not depend on the caller's
+		// condition: the condition is parenthesised after the guard, or the
+		// whole SELECT is wrapped.
+		"UPDATE t SET a = 1 WHERE a = 1 OR b = 2 AND {{fence}}",
+		"UPDATE t SET a = 1 WHERE {{fence}} AND a OR b",
+		"UPDATE t SET a = 1 WHERE ({{fence}})",
+		"UPDATE t SET a = 1 WHERE id IN (SELECT id FROM u WHERE {{fence}})",
+		"INSERT INTO t (a) SELECT 1 WHERE {{fence}} UNION SELECT 2",
+		"INSERT INTO t (a) SELECT 1 INTERSECT SELECT 2 WHERE {{fence}}",
+		"INSERT INTO t (n) SELECT COUNT(*) FROM items WHERE {{fence}}",
+		"INSERT INTO t (n) SELECT MAX(id) FROM items WHERE {{fence}} GROUP BY v HAVING COUNT(*) > 0",
+		"INSERT INTO t (a) WITH q AS (SELECT 1 AS a) SELECT a FROM q WHERE {{fence}}",
+		// Keywords as column names: after a dot, or where they are not
+		// reserved; the fence does not depend on reading them right.
+		"UPDATE t SET a = 1 WHERE t.offset = 1 AND t.limit = 2 AND t.lock = 3 AND t.end = 4 AND {{fence}} OR id > 0",
+		"UPDATE t SET a = 1 WHERE x.where = 1 AND {{fence}}",
 	}
 	for _, q := range ok {
 		for _, d := range []Dialect{SQLite, MySQL} {
@@ -195,18 +213,15 @@ func TestShapes(t *testing.T) {
 		q    string
 		want string
 	}{
-		{SQLite, "UPDATE t SET a = 1 WHERE a = 1 OR b = 2 AND {{fence}}", "top-level OR"},
-		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} AND a OR b", "top-level OR"},
-		{MySQL, "UPDATE t SET a = 1 WHERE a XOR b AND {{fence}}", "XOR"},
-		{MySQL, "UPDATE t SET a = 1 WHERE a || b AND {{fence}}", "||"},
 		{SQLite, "UPDATE t SET a = 1 WHERE a BETWEEN 1 AND {{fence}}", "BETWEEN"},
-		{SQLite, "UPDATE t SET a = 1 WHERE NOT {{fence}}", "conjunct"},
-		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} = 0", "conjunct"},
-		{SQLite, "UPDATE t SET a = 1 WHERE a AND {{fence}} COLLATE nocase", "conjunct"},
-		{SQLite, "UPDATE t SET a = 1 WHERE ({{fence}})", "parentheses"},
-		{SQLite, "UPDATE t SET a = 1 WHERE CASE WHEN a THEN {{fence}} ELSE 1 END", "CASE"},
+		{SQLite, "UPDATE t SET a = 1 WHERE NOT {{fence}}", "stand alone"},
+		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} = 0", "stand alone"},
+		{SQLite, "UPDATE t SET a = 1 WHERE a AND {{fence}} COLLATE nocase", "stand alone"},
+		{SQLite, "UPDATE t SET a = 1 WHERE a OR {{fence}}", "stand alone"},
+		{SQLite, "UPDATE t SET a = 1 WHERE CASE WHEN a THEN {{fence}} ELSE 1 END", "stand alone"},
 		{SQLite, "UPDATE t SET a = {{fence}} WHERE id = 1", "WHERE"},
-		{SQLite, "UPDATE t SET a = 1 WHERE a GROUP BY a HAVING {{fence}}", "WHERE"},
+		{SQLite, "UPDATE t SET a = 1 WHERE id = 1 RETURNING {{fence}}", "another clause"},
+		{SQLite, "UPDATE t SET a = 1 {{fence}}", "no WHERE"},
 		{SQLite, "SELECT 1 WHERE {{fence}}", "SELECT"},
 		{SQLite, "WITH q AS (SELECT 1) SELECT 1 WHERE {{fence}}", "SELECT"},
 		{Postgres, "MERGE INTO t USING u ON true WHEN MATCHED AND {{fence}} THEN DELETE", "MERGE"},
@@ -214,19 +229,71 @@ func TestShapes(t *testing.T) {
 		{Postgres, "WITH q AS (DELETE FROM u RETURNING id) UPDATE t SET a = 1 WHERE {{fence}}", "DELETE"},
 		{Postgres, "WITH q AS (WITH r AS (INSERT INTO u VALUES (1) RETURNING 1) SELECT 1) DELETE FROM t WHERE {{fence}}", "INSERT"},
 		{Postgres, "INSERT INTO t WITH q AS (UPDATE u SET a = 1 RETURNING a) SELECT a FROM q WHERE {{fence}}", "UPDATE"},
-		{Postgres, "INSERT INTO t VALUES (1) ON CONFLICT (a) DO UPDATE SET b = 1 WHERE {{fence}}", "INSERT"},
-		{Postgres, "INSERT INTO t SELECT 1 ON CONFLICT (a) WHERE {{fence}} DO NOTHING", "INSERT"},
-		{MySQL, "INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 1 AND {{fence}}", "WHERE"},
-		{SQLite, "INSERT INTO t SELECT 1 WHERE {{fence}} UNION SELECT 2", "UNION"},
-		{SQLite, "INSERT INTO t SELECT 1 INTERSECT SELECT 2 WHERE {{fence}}", "INTERSECT"},
+		{Postgres, "INSERT INTO t VALUES (1) ON CONFLICT (a) DO UPDATE SET b = 1 WHERE {{fence}}", "SELECT"},
+		{Postgres, "INSERT INTO t SELECT 1 ON CONFLICT (a) WHERE {{fence}} DO NOTHING", "another clause"},
+		{Postgres, "INSERT INTO t (a) (SELECT 1 WHERE {{fence}})", "without parentheses"},
+		{Postgres, "UPDATE t SET a = 1 WHERE CURRENT OF c AND {{fence}}", "CURRENT OF"},
+		{MySQL, "INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 1 AND {{fence}}", "SELECT"},
+		{MySQL, "INSERT INTO t SELECT 1 FROM DUAL WHERE {{fence}}", "target columns"},
 		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}}; DELETE FROM t", "one statement"},
 		{SQLite, "UPDATE t SET a = 1 WHERE {{fence}} ; ;", "one statement"},
 		{SQLite, "UPDATE t SET a = (1 WHERE {{fence}}", "parenthes"},
+		// The servers' lexers disagree on these spellings: refused.
+		{MySQL, "UPDATE t SET a = 1 WHERE id = 1.0OR 1=1 AND {{fence}}", "glued"},
+		{Postgres, "UPDATE t SET a = 1 WHERE id = 1e5OR 1=1 AND {{fence}}", "glued"},
+		{Postgres, "UPDATE t SET a = 1 WHERE id = 0x1F AND {{fence}}", "glued"},
+		{Postgres, "UPDATE t SET a = 1 WHERE id = 1_000 AND {{fence}}", "glued"},
+		{Postgres, "UPDATE t SET a = $1abc WHERE {{fence}}", "glued"},
+		{MySQL, "UPDATE t SET a = 1 WHERE id = 1 --\x7f\nOR 1=1 AND {{fence}}", "control character"},
+		{MySQL, "UPDATE t SET a = 1 WHERE id = 1 --\x01 x\n AND {{fence}}", "control character"},
+		{Postgres, "UPDATE t SET a = 1 WHERE id = 1 -- c\r) OR (1=1\n AND {{fence}}", "control character"},
+		{SQLite, "UPDATE t SET a = 1 WHERE id = 1\x0bAND {{fence}}", "control character"},
+		{SQLite, "UPDATE t SET a = 1 WHERE id = 1 /* \x00 */ AND {{fence}}", "control character"},
+		{SQLite, "UPDATE t SET a = 'x\x00' WHERE {{fence}}", "NUL"},
+		{SQLite, "UPDATE t SET a = 1 WHERE \xff AND {{fence}}", "UTF-8"},
 	}
 	for _, c := range bad {
 		err := shapeOf(c.d, c.q)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %q: %v (want %q)", c.d, c.q, err, c.want)
+		}
+	}
+}
+
+// The guard's place is fixed by fence: right after the statement's WHERE,
+// with the caller's whole condition in parentheses, or outside the SELECT
+// that feeds an INSERT. What the caller's SQL says inside cannot move it.
+func TestGuardPlacement(t *testing.T) {
+	g := func(first int) (string, []any) { return "G", nil }
+	for _, c := range []struct {
+		d       Dialect
+		q, want string
+	}{
+		{SQLite, "UPDATE t SET a = 1 WHERE a = 1 OR b = 2 AND {{fence}}",
+			"UPDATE t SET a = 1 WHERE G AND ( a = 1 OR b = 2 AND (1 = 1))"},
+		{MySQL, "UPDATE t SET a = 1 WHERE a = 1 AND {{fence}} ORDER BY id LIMIT 1",
+			"UPDATE t SET a = 1 WHERE G AND ( a = 1 AND (1 = 1)) ORDER BY id LIMIT 1"},
+		{Postgres, "DELETE FROM t USING u WHERE u.id = t.id AND {{fence}} RETURNING t.id;",
+			"DELETE FROM t USING u WHERE G AND ( u.id = t.id AND (1 = 1)) RETURNING t.id;"},
+		{Postgres, "UPDATE t SET a = 1 WHERE t.offset = 1 AND t.end = 2 AND {{fence}} OR id > 0 -- c",
+			"UPDATE t SET a = 1 WHERE G AND ( t.offset = 1 AND t.end = 2 AND (1 = 1) OR id > 0) -- c"},
+		{Postgres, "INSERT INTO audit (n) SELECT COUNT(*) FROM items WHERE {{fence}}",
+			"INSERT INTO audit (n) SELECT COUNT(*) FROM items WHERE (1 = 1) LIMIT CASE WHEN G THEN NULL ELSE 0 END"},
+		{Postgres, "INSERT INTO d (a, b) SELECT $1, $2 WHERE {{fence}} UNION SELECT 3, 4 ORDER BY 1 ON CONFLICT DO NOTHING RETURNING a",
+			"INSERT INTO d (a, b) SELECT $1, $2 WHERE (1 = 1) UNION SELECT 3, 4 ORDER BY 1 LIMIT CASE WHEN G THEN NULL ELSE 0 END ON CONFLICT DO NOTHING RETURNING a"},
+		{Postgres, "INSERT INTO d (a) SELECT a FROM u WHERE {{fence}} ORDER BY a LIMIT 5",
+			"INSERT INTO d (a) SELECT * FROM (SELECT a FROM u WHERE (1 = 1) ORDER BY a LIMIT 5) AS fence_src WHERE G"},
+		{SQLite, "INSERT INTO d (a, b) SELECT 1, 2 WHERE {{fence}} UNION ALL SELECT 3, 4 ON CONFLICT DO NOTHING",
+			"INSERT INTO d (a, b) SELECT * FROM (SELECT 1, 2 WHERE (1 = 1) UNION ALL SELECT 3, 4) AS fence_src WHERE G ON CONFLICT DO NOTHING"},
+		{MySQL, "INSERT INTO d (a, b) SELECT ?, ? FROM DUAL WHERE {{fence}} ON DUPLICATE KEY UPDATE b = VALUES(b)",
+			"INSERT INTO d (a, b) WITH fence_src (fence_c1, fence_c2) AS (SELECT ?, ? FROM DUAL WHERE (1 = 1)) SELECT * FROM fence_src WHERE G ON DUPLICATE KEY UPDATE b = VALUES(b)"},
+		{MySQL, "REPLACE INTO d (a, b, c) SELECT x, COUNT(*), MAX(y) FROM u WHERE {{fence}}",
+			"REPLACE INTO d (a, b, c) WITH fence_src (fence_c1, fence_c2, fence_c3) AS (SELECT x, COUNT(*), MAX(y) FROM u WHERE (1 = 1)) SELECT * FROM fence_src WHERE G"},
+	} {
+		args := make([]any, strings.Count(c.q, "?")+strings.Count(c.q, "$"))
+		got, _, err := splice(c.d, c.q, args, FenceMarker, 1, g)
+		if err != nil || got != c.want {
+			t.Errorf("%s %q:\n got %q (%v)\nwant %q", c.d, c.q, got, err, c.want)
 		}
 	}
 }
@@ -240,7 +307,7 @@ func TestPlaceholders(t *testing.T) {
 	repl := func(first int) (string, []any) { return "G($" + itoa(first) + ")", []any{"g"} }
 	// ? is rebound to $n on PostgreSQL, outside literals and comments.
 	q, out, err := splice(Postgres, "UPDATE t SET a = ? /* ? */ WHERE b = '?' AND c = ? AND {{fence}}", []any{1, 2}, FenceMarker, 1, repl)
-	if err != nil || q != "UPDATE t SET a = $1 /* ? */ WHERE b = '?' AND c = $2 AND G($3)" || !reflect.DeepEqual(out, []any{1, 2, "g"}) {
+	if err != nil || q != "UPDATE t SET a = $1 /* ? */ WHERE G($3) AND ( b = '?' AND c = $2 AND (1 = 1))" || !reflect.DeepEqual(out, []any{1, 2, "g"}) {
 		t.Fatalf("%q %v %v", q, out, err)
 	}
 	for _, c := range []struct {
@@ -262,7 +329,7 @@ func TestPlaceholders(t *testing.T) {
 		}
 	}
 	// A marker glued to a keyword stays apart from it.
-	if q, _, err := splice(SQLite, "UPDATE t SET a = 1 WHERE{{fence}}AND b", nil, FenceMarker, 1, func(int) (string, []any) { return "EXISTS(1)", nil }); err != nil || q != "UPDATE t SET a = 1 WHERE EXISTS(1) AND b" {
+	if q, _, err := splice(SQLite, "UPDATE t SET a = 1 WHERE{{fence}}AND b", nil, FenceMarker, 1, func(int) (string, []any) { return "EXISTS(1)", nil }); err != nil || q != "UPDATE t SET a = 1 WHERE EXISTS(1) AND ((1 = 1)AND b)" {
 		t.Errorf("glued marker: %q %v", q, err)
 	}
 	if got := Rebind(Postgres, "SELECT ? , '?', E'\\'?', $$?$$ -- ?\n, ?"); got != "SELECT $1 , '?', E'\\'?', $$?$$ -- ?\n, $2" {

@@ -23,12 +23,14 @@ func shapeCases() []suiteCase {
 		{"FenceShapesRefusedBeforeSending", refusedShapes},
 		{"FenceShapesAcceptedAreFenced", acceptedShapes},
 		{"CheckTxInsideRolledBackSavepoint", checkTxSavepoint},
+		{"KeywordNamedColumns", keywordColumnShapes},
 	}
 }
 
 // shape is one statement. In q, {T} is the items table (ids 1-3), {D} a
 // second table (id, val) that starts empty, and {FROM} is " FROM DUAL" on
-// MySQL, which wants a FROM before WHERE. ? placeholders are written as $n
+// MySQL, which wants a FROM before WHERE, and {INT} casts a parameter to
+// an integer on PostgreSQL. ? placeholders are written as $n
 // on PostgreSQL unless raw is set.
 type shape struct {
 	name     string
@@ -57,11 +59,15 @@ func (c shape) runsOn(d fence.Dialect) bool {
 }
 
 func (c shape) sql(s *fence.Store, items, done string) string {
-	from := ""
-	if s.Dialect() == fence.MySQL {
+	from, cast := "", ""
+	switch s.Dialect() {
+	case fence.MySQL:
 		from = " FROM DUAL"
+	case fence.Postgres:
+		// A set operation's untyped parameters become text on PostgreSQL.
+		cast = "::int"
 	}
-	q := strings.NewReplacer("{T}", items, "{D}", done, "{FROM}", from).Replace(c.q)
+	q := strings.NewReplacer("{T}", items, "{D}", done, "{FROM}", from, "{INT}", cast).Replace(c.q)
 	if c.raw {
 		return q
 	}
@@ -69,34 +75,23 @@ func (c shape) sql(s *fence.Store, items, done string) string {
 }
 
 var refused = []shape{
-	// Rows matched by the left side of a top-level OR are written unfenced.
-	{name: "TopLevelOrBeforeMarker", q: "UPDATE {T} SET val = ? WHERE id = ? OR id = ? AND {{fence}}", args: argsOf("stale", 1, 2), want: "OR"},
-	{name: "TopLevelOrAfterMarker", q: "UPDATE {T} SET val = ? WHERE {{fence}} AND id = ? OR id = ?", args: argsOf("stale", 2, 1), want: "OR"},
-	{name: "OrInsideParenthesesAroundMarker", q: "UPDATE {T} SET val = ? WHERE (id = ? OR id = ? AND {{fence}})", args: argsOf("stale", 1, 2), want: "parenthes"},
-	{name: "MySQLXorIsLooserThanAnd", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? XOR id = ? AND {{fence}}", args: argsOf("stale", 1, 2), want: "XOR"},
-	{name: "MySQLPipesAreOr", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? || id = ? AND {{fence}}", args: argsOf("stale", 1, 2), want: "||"},
 	// MySQL runs the body of /*! … */ as SQL.
 	{name: "MySQLExecutableComment", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? /*!50000 OR 1=1 */ AND {{fence}}", args: argsOf("stale", 1), want: "/*!"},
-	// MySQL's -- starts a comment only before a space: this is 2 - -1.
-	{name: "MySQLDoubleDashWithoutSpace", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? --1 OR 1=1\n AND {{fence}}", args: argsOf("stale", 1), want: "OR"},
-	// The marker must be a conjunct of the WHERE, not an operand.
-	{name: "NegatedMarker", q: "UPDATE {T} SET val = ? WHERE id = ? AND NOT {{fence}}", args: argsOf("stale", 1), want: "conjunct"},
-	{name: "MarkerCompared", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} IS NOT TRUE", args: argsOf("stale", 1), want: "conjunct"},
-	{name: "MarkerInCase", q: "UPDATE {T} SET val = ? WHERE CASE WHEN id = ? THEN 1=1 ELSE {{fence}} END", args: argsOf("stale", 1), want: "CASE"},
+	// The marker must be a condition of its own, not an operand: it becomes
+	// a condition that is always true, so NOT {{fence}} would never write.
+	{name: "NegatedMarker", q: "UPDATE {T} SET val = ? WHERE id = ? AND NOT {{fence}}", args: argsOf("stale", 1), want: "stand alone"},
+	{name: "MarkerCompared", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} IS NOT TRUE", args: argsOf("stale", 1), want: "stand alone"},
+	{name: "MarkerInCase", q: "UPDATE {T} SET val = ? WHERE CASE WHEN id = ? THEN 1=1 ELSE {{fence}} END", args: argsOf("stale", 1), want: "stand alone"},
 	{name: "MarkerAsBetweenBound", dialects: "sqlite,mysql", q: "UPDATE {T} SET val = ? WHERE id BETWEEN ? AND {{fence}}", args: argsOf("stale", 0), want: "BETWEEN"},
 	{name: "MarkerInSet", q: "UPDATE {T} SET val = CASE WHEN {{fence}} THEN ? ELSE ? END WHERE id = ?", args: argsOf("a", "stale", 1), want: "WHERE"},
-	{name: "MarkerInSubquery", q: "UPDATE {T} SET val = ? WHERE id = ? AND id IN (SELECT id FROM {T} WHERE {{fence}})", args: argsOf("x", 1), want: "parenthes"},
 	{name: "NoWhere", q: "DELETE FROM {T} {{fence}}", args: argsOf(), want: "WHERE"},
 	// A data-modifying CTE commits whatever the guarded statement does.
 	{name: "WritingCTE", dialects: "postgres", q: "WITH q AS (DELETE FROM {T} WHERE id = ? RETURNING id, val) INSERT INTO {D} (id, val) SELECT id, val FROM q WHERE {{fence}}", args: argsOf(1), want: "DELETE"},
 	{name: "WritingCTEInsideInsert", dialects: "postgres", q: "INSERT INTO {D} (id, val) WITH q AS (UPDATE {T} SET val = ? WHERE id = ? RETURNING id, val) SELECT id, val FROM q WHERE {{fence}}", args: argsOf("stale", 1), want: "UPDATE"},
 	// Upserts: the insert half is unguarded when the marker is in DO UPDATE.
-	{name: "UpsertMarkerInDoUpdate", dialects: "sqlite,postgres", q: "INSERT INTO {T} (id, val) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET val = excluded.val WHERE {{fence}}", args: argsOf(4, "stale"), want: "INSERT"},
-	{name: "UpsertMarkerInDuplicateKey", dialects: "mysql", q: "INSERT INTO {T} (id, val) VALUES (?, ?) ON DUPLICATE KEY UPDATE val = IF({{fence}}, VALUES(val), val)", args: argsOf(4, "stale"), want: "parenthes"},
-	{name: "InsertValues", q: "INSERT INTO {D} (id, val) VALUES (?, CASE WHEN {{fence}} THEN 'a' ELSE 'b' END)", args: argsOf(4), want: "parenthes"},
-	{name: "UnionAfterGuardedSelect", q: "INSERT INTO {D} (id, val) SELECT ?, ?{FROM} WHERE {{fence}} UNION ALL SELECT ?, ?{FROM}", args: argsOf(4, "a", 5, "stale"), want: "UNION"},
-	{name: "UnionBeforeGuardedSelect", q: "INSERT INTO {D} (id, val) SELECT ?, ?{FROM} UNION ALL SELECT ?, ?{FROM} WHERE {{fence}}", args: argsOf(4, "stale", 5, "a"), want: "UNION"},
-	{name: "ExceptAfterGuardedSelect", dialects: "sqlite,postgres", q: "INSERT INTO {D} (id, val) SELECT ?, ? WHERE {{fence}} EXCEPT SELECT ?, ?", args: argsOf(4, "a", 5, "b"), want: "EXCEPT"},
+	{name: "UpsertMarkerInDoUpdate", dialects: "sqlite,postgres", q: "INSERT INTO {T} (id, val) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET val = excluded.val WHERE {{fence}}", args: argsOf(4, "stale"), want: "fed by a SELECT"},
+	{name: "UpsertMarkerInDuplicateKey", dialects: "mysql", q: "INSERT INTO {T} (id, val) VALUES (?, ?) ON DUPLICATE KEY UPDATE val = IF({{fence}}, VALUES(val), val)", args: argsOf(4, "stale"), want: "fed by a SELECT"},
+	{name: "InsertValues", q: "INSERT INTO {D} (id, val) VALUES (?, CASE WHEN {{fence}} THEN 'a' ELSE 'b' END)", args: argsOf(4), want: "fed by a SELECT"},
 	// A second statement: SQLite's driver runs both.
 	{name: "SecondStatement", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}}; UPDATE {T} SET val = 'stale' WHERE id = 2", args: argsOf("x", 1), want: "one statement"},
 	{name: "SecondStatementAfterTrailingSemicolon", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}};;", args: argsOf("x", 1), want: "one statement"},
@@ -115,6 +110,17 @@ var refused = []shape{
 	// A backslash before a quote would read differently under another
 	// sql_mode (MySQL) or standard_conforming_strings (PostgreSQL).
 	{name: "BackslashBeforeQuote", dialects: "mysql,postgres", q: "UPDATE {T} SET val = 'C:\\' WHERE id = ? OR 1=1 AND {{fence}} -- '", args: argsOf(1), want: "backslash"},
+	// The servers' lexers disagree on these spellings (second review,
+	// 2026-12-05): MariaDB reads 1.0OR as a number and OR, and starts a
+	// comment at -- followed by any control character; PostgreSQL ends a --
+	// comment at a bare carriage return. Each could hide SQL from fence or
+	// show it SQL the server never runs: refused.
+	{name: "NumberGluedToWord", q: "UPDATE {T} SET val = ? WHERE id = 1.0OR 1=1 AND {{fence}}", args: argsOf("stale"), want: "glued"},
+	{name: "HexGluedNumber", q: "UPDATE {T} SET val = ? WHERE id = 0x1 AND {{fence}}", args: argsOf("stale"), want: "glued"},
+	{name: "DashDashThenDelete", raw: true, q: "UPDATE {T} SET val = 'stale' WHERE id = 1 --\x7f\n) OR (1=1\n AND {{fence}}", args: argsOf(), want: "control character"},
+	{name: "CommentEndsAtCarriageReturn", raw: true, q: "UPDATE {T} SET val = 'stale' WHERE id = 1 -- c\r) OR (1=1\n AND {{fence}}", args: argsOf(), want: "control character"},
+	{name: "VerticalTabAsSpace", raw: true, q: "UPDATE {T} SET val = 'stale' WHERE id = 1\vAND {{fence}}", args: argsOf(), want: "control character"},
+	{name: "MarkerInUpsertUpdate", dialects: "sqlite,postgres", q: "INSERT INTO {T} (id, val) SELECT ?, ? ON CONFLICT (id) DO UPDATE SET val = excluded.val WHERE {{fence}}", args: argsOf(1, "stale"), want: "another clause"},
 	{name: "UnterminatedString", q: "UPDATE {T} SET val = 'x WHERE {{fence}}", args: argsOf(), want: "unterminated"},
 	{name: "UnterminatedNestedComment", dialects: "postgres", q: "UPDATE {T} SET val = ? WHERE id = ? /* a /* b */ AND {{fence}}", args: argsOf("x", 1), want: "unterminated"},
 }
@@ -144,6 +150,30 @@ var accepted = []shape{
 	{name: "DollarQuotedString", dialects: "postgres", raw: true, q: "UPDATE {T} SET val = $q$ OR ; ? $1 {{fence}} $q$ WHERE id = $1 AND {{fence}}", args: argsOf(1)},
 	{name: "BracketAndBacktickIdentifiers", dialects: "sqlite", q: "UPDATE {T} AS [a'b] SET val = ? WHERE [a'b].id = ? AND `a'b`.val <> 'x' AND {{fence}}", args: argsOf("new", 1)},
 	{name: "BacktickIdentifiersAndHashComment", dialects: "mysql", q: "UPDATE {T} AS `a'b` SET `val` = ? # ' OR ?\n WHERE `a'b`.id = ? AND val <> 'it''s ?' AND {{fence}}", args: argsOf("new", 1)},
+	// Shapes that once let a stale owner write and are now fenced by where
+	// fence puts the guard (the front of the WHERE, the caller's condition
+	// in parentheses after it; a SELECT feeding an INSERT wrapped whole).
+	{name: "TopLevelOrBeforeMarker", q: "UPDATE {T} SET val = ? WHERE id = ? OR id = ? AND {{fence}}", args: argsOf("new", 1, 2)},
+	{name: "TopLevelOrAfterMarker", q: "UPDATE {T} SET val = ? WHERE id = ? AND {{fence}} OR id = ?", args: argsOf("new", 2, 1)},
+	{name: "OrInsideParenthesesAroundMarker", q: "UPDATE {T} SET val = ? WHERE (id = ? OR id = ? AND {{fence}})", args: argsOf("new", 1, 2)},
+	{name: "MySQLXorIsLooserThanAnd", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? XOR id = ? AND {{fence}}", args: argsOf("new", 1, 2)},
+	{name: "MySQLPipesAreOr", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? || id = ? AND {{fence}}", args: argsOf("new", 1, 2)},
+	// MySQL's -- starts a comment only before a space: this is 1 - -1 OR 1=1.
+	{name: "MySQLDoubleDashWithoutSpace", dialects: "mysql", q: "UPDATE {T} SET val = ? WHERE id = ? --1 OR 1=1\n AND {{fence}}", args: argsOf("new", 1)},
+	{name: "MarkerInSubquery", q: "UPDATE {T} SET val = ? WHERE id = ? AND id IN (SELECT id FROM {T} WHERE {{fence}})", args: argsOf("new", 1)},
+	{name: "UnionAfterGuardedSelect", q: "INSERT INTO {D} (id, val) SELECT ?{INT}, ?{FROM} WHERE {{fence}} UNION ALL SELECT ?{INT}, ?{FROM}", args: func(k int) []any { return []any{10 + 2*k, "a", 11 + 2*k, "b"} }},
+	{name: "UnionBeforeGuardedSelect", q: "INSERT INTO {D} (id, val) SELECT ?{INT}, ?{FROM} UNION ALL SELECT ?{INT}, ?{FROM} WHERE {{fence}}", args: func(k int) []any { return []any{10 + 2*k, "a", 11 + 2*k, "b"} }},
+	{name: "ExceptAfterGuardedSelect", dialects: "sqlite,postgres", q: "INSERT INTO {D} (id, val) SELECT ?{INT}, ? WHERE {{fence}} EXCEPT SELECT ?{INT}, ?", args: func(k int) []any { return []any{10 + k, "a", 5, "b"} }},
+	// The review's classes (second review, 2026-12-05).
+	// An aggregate without GROUP BY makes a row even when its WHERE
+	// matches nothing.
+	{name: "AggregateFeedingInsert", q: "INSERT INTO {D} (id, val) SELECT COUNT(*) + ?, 'count'{FROM} WHERE {{fence}}", args: func(k int) []any { return []any{100 * (k + 1)} }},
+	{name: "MaxFeedingInsert", q: "INSERT INTO {D} (id, val) SELECT COALESCE(MAX(id), 0) + ?, COALESCE(MAX(val), 'max') FROM {T} WHERE id < 0 AND {{fence}}", args: func(k int) []any { return []any{100 * (k + 1)} }},
+	{name: "HavingFeedingInsert", dialects: "postgres", q: "INSERT INTO {D} (id, val) SELECT ?, 'having' FROM {T} WHERE {{fence}} HAVING COUNT(*) >= 0", args: func(k int) []any { return []any{100 * (k + 1)} }},
+	{name: "EmptyGroupingSetFeedingInsert", dialects: "postgres", q: "INSERT INTO {D} (id, val) SELECT COUNT(*) + ?, 'grouped' FROM {T} WHERE {{fence}} GROUP BY ()", args: func(k int) []any { return []any{100 * (k + 1)} }},
+	// Keyword-named columns: qualified (every dialect) and bare where the
+	// dialect lets them be.
+	{name: "QualifiedKeywordColumnsThenOr", q: "UPDATE {T} SET val = ? WHERE {T}.id = ? AND {{fence}} OR {T}.id > 0", args: argsOf("new", 1)},
 }
 
 func shapeTables(t *testing.T, s *fence.Store) (items_, done string) {

@@ -321,6 +321,9 @@ func (quiet) Print(...any) {}
 //     acquire (RETURNING) and the revoke (LAST_INSERT_ID) then answer with
 //     an outcome that was not the one committed (measured with the torture
 //     harness across three nodes);
+//   - the client character set must not be one where a backslash can end
+//     a multibyte character (big5, cp932, gb18030, gbk, sjis): fence
+//     reads a statement's literals as the server does only in the others;
 //   - affected rows must count matched rows (CLIENT_FOUND_ROWS, a client
 //     capability no variable shows, so it is tested on a TEMPORARY table:
 //     found_rows_*.sql). This needs the CREATE TEMPORARY TABLES privilege.
@@ -372,8 +375,22 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 		return &driver.SettingError{Msg: "mysql: the session is read-only (transaction_read_only=1): fence cannot take or renew a lease; " +
 			"connect to a writable server and unset transaction_read_only"}
 	}
+	var cs string
+	if err := c.QueryRowContext(ctx, d.q["check_charset"]).Scan(&cs); err != nil {
+		return err
+	}
+	if backslashTrail[strings.ToLower(cs)] {
+		return &driver.SettingError{Msg: fmt.Sprintf("mysql: the session reads statements in %s, where a backslash (0x5C) can be the second byte of a character: "+
+			"the server and fence would then disagree on where a string literal ends, and a fenced statement could hide SQL from fence's checks; "+
+			"use utf8mb4 (charset=utf8mb4 in the DSN, or character_set_client on the server)", cs)}
+	}
 	return d.checkFoundRows(ctx, c)
 }
+
+// backslashTrail are the client character sets in which 0x5C, the
+// backslash, can be the trailing byte of a multibyte character (the same
+// list go-sql-driver refuses for interpolateParams).
+var backslashTrail = map[string]bool{"big5": true, "cp932": true, "gb18030": true, "gbk": true, "sjis": true}
 
 func (d *Driver) checkFoundRows(ctx context.Context, c *sql.Conn) error {
 	if _, err := c.ExecContext(ctx, d.q["found_rows_create"]); err != nil {

@@ -191,6 +191,16 @@ func TestCheckSession(t *testing.T) {
 	if err := d.CheckSession(ctx); !errors.As(err, &se) || !strings.Contains(err.Error(), "autocommit=0") {
 		t.Errorf("autocommit=0: %v", err)
 	}
+	// A client character set in which a backslash can end a character:
+	// the server would read a literal's end where fence does not.
+	gbk := openWithSession(t, "character_set_client", "gbk")
+	d3, err := New(gbk, testdb.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d3.CheckSession(ctx); !errors.As(err, &se) || !strings.Contains(err.Error(), "gbk") {
+		t.Errorf("character_set_client=gbk: %v", err)
+	}
 	// The check drops its temporary table: twice on a one-connection
 	// handle, the second CREATE would fail otherwise.
 	one := openDB(t, viaOpen)

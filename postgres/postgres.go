@@ -186,6 +186,10 @@ var checkSessionSQL string
 var forced = map[string]string{
 	"default_transaction_isolation": "read committed",
 	"default_transaction_read_only": "off",
+	// The server must read statements as the UTF-8 that pgx sends: in a
+	// client encoding such as SJIS a backslash can end a character, and a
+	// literal would end elsewhere than fence reads it.
+	"client_encoding": "UTF8",
 }
 
 // forceSettings adds the forced settings to a connection's runtime
@@ -200,11 +204,11 @@ func forceSettings(rp map[string]string) error {
 		if lk == "synchronous_commit" && isOff(v) {
 			return &driver.SettingError{Msg: synchronousCommitOff}
 		}
-		if lk == "options" && strings.Contains(strings.ToLower(v), "default_transaction_") {
+		if lk == "options" && (strings.Contains(strings.ToLower(v), "default_transaction_") || strings.Contains(strings.ToLower(v), "client_encoding")) {
 			// The forced startup parameter wins over options=-c (measured
 			// on PostgreSQL 15), so the DSN's wish would be silently
 			// ignored: say so instead.
-			return &driver.SettingError{Msg: "postgres: DSN options parameter sets a default_transaction_ setting, which fence forces; remove it from options"}
+			return &driver.SettingError{Msg: "postgres: DSN options parameter sets a default_transaction_ setting or client_encoding, which fence forces; remove it from options"}
 		}
 	}
 	for k, v := range forced {
@@ -229,13 +233,13 @@ const synchronousCommitOff = "postgres: synchronous_commit is off: a server cras
 // fix for a wrong one: not a standby (pg_is_in_recovery), default and
 // current transactions read-write, default isolation READ COMMITTED (READ
 // UNCOMMITTED behaves as READ COMMITTED in PostgreSQL), synchronous_commit
-// not off. Handles from Open, NewConnector and NewPoolConfig have them
+// not off, client_encoding UTF8. Handles from Open, NewConnector and NewPoolConfig have them
 // forced; a caller's own handle is checked on one connection, and every
 // connection of a pool is assumed to be made alike.
 func (d *Driver) CheckSession(ctx context.Context) error {
 	var recovery bool
-	var iso, defRO, ro, sync string
-	err := d.c.queryRow(ctx, checkSessionSQL).Scan(&recovery, &iso, &defRO, &ro, &sync)
+	var iso, defRO, ro, sync, enc string
+	err := d.c.queryRow(ctx, checkSessionSQL).Scan(&recovery, &iso, &defRO, &ro, &sync, &enc)
 	if err != nil {
 		return err
 	}
@@ -251,6 +255,10 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 			"(a DSN parameter, or RuntimeParams in the pgx config) and ask for stronger isolation per transaction instead, or open the store with fence.Open", iso)}
 	case isOff(sync):
 		return &driver.SettingError{Msg: synchronousCommitOff}
+	case !strings.EqualFold(enc, "UTF8"):
+		return &driver.SettingError{Msg: fmt.Sprintf("postgres: client_encoding is %s: the server would read fence's statements in that encoding, "+
+			"where a backslash can be the second byte of a character (SJIS, BIG5, GBK, GB18030, UHC, JOHAB) and a literal ends elsewhere than fence reads it; "+
+			"pgx sends UTF-8: remove client_encoding from the DSN or set it to UTF8", enc)}
 	}
 	return nil
 }

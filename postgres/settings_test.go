@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencekit/fence/internal/driver"
 	"github.com/fencekit/fence/internal/testdb"
@@ -23,6 +25,7 @@ func TestForcedSettingsInDSN(t *testing.T) {
 		"default_transaction_isolation=serializable", "default_transaction_isolation=repeatable%20read",
 		"options=-c%20default_transaction_read_only%3Don", "options=-c%20default_transaction_isolation%3Dserializable",
 		"synchronous_commit=off", "synchronous_commit=false",
+		"client_encoding=SJIS", "options=-c%20client_encoding%3DBIG5",
 	} {
 		var se *driver.SettingError
 		if _, err := NewConnector(base + "&" + q); !errors.As(err, &se) {
@@ -66,6 +69,21 @@ func TestCheckSessionOnServer(t *testing.T) {
 	var iso, ro string
 	if err := db.QueryRowContext(ctx, "SELECT current_setting('default_transaction_isolation'), current_setting('default_transaction_read_only')").Scan(&iso, &ro); err != nil || iso != "read committed" || ro != "off" {
 		t.Errorf("session %q %q %v", iso, ro, err)
+	}
+
+	// A client encoding in which a backslash can end a character: the
+	// server would read a literal's end where fence does not.
+	sjis, err := sql.Open("pgx", testdb.PostgresDSN()+"&client_encoding=SJIS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sjis.Close()
+	ds, err := New(sjis, testdb.Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.CheckSession(ctx); err == nil || !strings.Contains(err.Error(), "client_encoding is SJIS") {
+		t.Errorf("client_encoding=SJIS: %v", err)
 	}
 
 	cfg, err := NewPoolConfig(testdb.PostgresDSN())

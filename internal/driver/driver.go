@@ -162,6 +162,16 @@ type TxGuard interface {
 	FencedWritesNeedTx(ctx context.Context) (bool, error)
 }
 
+// StatementChecker is an optional interface of a Driver whose server runs
+// every statement of a multi-statement text (SQLite's database/sql driver
+// does). CheckOneStatement asks the server's own lexer whether q, the text
+// about to be sent, is one statement (a trailing ; and comments allowed),
+// so that a second statement cannot run without the fence even where
+// fence's tokenizer would misread where the first one ends.
+type StatementChecker interface {
+	CheckOneStatement(q string) error
+}
+
 // Driver is implemented by each database package.
 type Driver interface {
 	// Dialect names the SQL dialect: "sqlite", "postgres" or "mysql".

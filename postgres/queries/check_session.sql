@@ -1,8 +1,9 @@
 -- The settings fence relies on, as this session sees them (CheckSession):
 -- a primary, read-write by default and now, READ COMMITTED by default, and
--- commits durable before they are reported.
+-- commits durable before they are reported, statements read as UTF-8.
 SELECT pg_is_in_recovery(),
        current_setting('default_transaction_isolation'),
        current_setting('default_transaction_read_only'),
        current_setting('transaction_read_only'),
-       current_setting('synchronous_commit')
+       current_setting('synchronous_commit'),
+       current_setting('client_encoding')

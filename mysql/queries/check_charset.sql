@@ -1,0 +1,2 @@
+-- The character set in which the server reads the statement text (CheckSession).
+SELECT @@session.character_set_client
