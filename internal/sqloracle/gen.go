@@ -477,7 +477,18 @@ var gluedNums = []string{"1", "1.0", "1.", ".5", "1e1", "1E1", "1e+1", "1e-1", "
 
 // A high byte for the first byte of a two-byte character whose second
 // byte may be a backslash (GBK, Big5, Shift-JIS, CP932).
-func (g *gen) leadByte() string { return string([]byte{byte(0x81 + g.r.IntN(0x7e))}) }
+//
+// Half the time it is valid UTF-8 instead: a character whose last byte is
+// such a lead byte once the bytes before it pair up in the multibyte set
+// (中 is E4 B8 AD: GBK and Big5 read E4 B8, then AD with what follows;
+// 文 is E6 96 87: Shift-JIS reads E6 96, then 87 with what follows), for a
+// checker that only refuses text that is not UTF-8.
+func (g *gen) leadByte() string {
+	if g.coin(0.5) {
+		return g.one("中", "文", "表", "ソ", "€", "中中中", "¬中", "é文")
+	}
+	return string([]byte{byte(0x81 + g.r.IntN(0x7e))})
+}
 
 // lit adds a string literal compared with val: 'x', or now and then a
 // hostile spelling of the dialect.
@@ -1028,6 +1039,15 @@ func (g *gen) secondStatement() string {
 
 // exposingLiteral is a literal that some reader ends before " OR 1=1 -- '".
 func (g *gen) exposingLiteral() string {
+	if g.coin(0.4) {
+		// The same, closing a parenthesis first: fence may have put the
+		// caller's condition in parentheses.
+		return strings.Replace(g.exposingLiteral1(), "' OR 1=1 -- '", "') OR 1=1 -- '", 1)
+	}
+	return g.exposingLiteral1()
+}
+
+func (g *gen) exposingLiteral1() string {
 	switch g.d {
 	case fence.Postgres:
 		return g.one(`'\' OR 1=1 -- '`, `E'\' OR 1=1 -- '`, "E'"+g.leadByte()+`\' OR 1=1 -- '`,
