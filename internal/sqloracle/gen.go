@@ -898,7 +898,7 @@ func (g *gen) where(sc scope, join func()) {
 	n := g.r.IntN(4)
 	m := g.r.IntN(n + 1)
 	smug, swallow := -1, false
-	if g.coin(0.5) {
+	if g.coin(0.6) {
 		smug = g.r.IntN(n + 1)
 		swallow = smug < m && g.coin(0.2)
 	}
@@ -1050,9 +1050,15 @@ func (g *gen) exposingLiteral() string {
 func (g *gen) exposingLiteral1() string {
 	switch g.d {
 	case fence.Postgres:
+		if g.coin(0.4) {
+			return "E'" + g.leadByte() + `\' OR 1=1 -- '`
+		}
 		return g.one(`'\' OR 1=1 -- '`, `E'\' OR 1=1 -- '`, "E'"+g.leadByte()+`\' OR 1=1 -- '`,
 			`U&'\' OR 1=1 -- '`, "$a$ $a$ OR 1=1 -- $a$", "'a'\n' OR 1=1 -- '", `e'\\\' OR 1=1 -- '`)
 	case fence.MySQL:
+		if g.coin(0.4) {
+			return "'" + g.leadByte() + `\' OR 1=1 -- '`
+		}
 		return g.one(`'\' OR 1=1 -- '`, `"\" OR 1=1 -- "`, "'"+g.leadByte()+`\' OR 1=1 -- '`,
 			`'\\\' OR 1=1 -- '`, "_gbk'"+g.leadByte()+`\' OR 1=1 -- '`, `'\'' OR 1=1 -- '`)
 	}
