@@ -257,3 +257,38 @@ func TestSQLiteStatements(t *testing.T) {
 		t.Fatalf("SQLite keyword list: %d words: %v", len(kws), kws)
 	}
 }
+
+// TestBoundaries runs the boundary check's soups (a fenced UPDATE followed
+// by fragments lexers delimit differently, Schema.Soup) through the oracle
+// on every database, on both handles: whatever fence accepts, a stale owner
+// writes nothing, and on PostgreSQL's simple protocol and MySQL's
+// multiStatements a second statement hidden from fence would really run.
+func TestBoundaries(t *testing.T) {
+	testdb.Long(t)
+	bud := budgetFromEnv(t)
+	t.Logf("seed %d", bud.seed)
+	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+		ctx := context.Background()
+		o, err := sqloracle.Setup(ctx, oracleStores(t, b), t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close(context.Background())
+		count := 2000
+		if bud.dur > 0 || bud.count != 3000 {
+			count = bud.count
+		}
+		opt := sqloracle.RunOptions{Seed: bud.seed, Count: count, Only: bud.only, Soup: true, MaxMinimise: 10, MinimiseBudget: 300}
+		if bud.dur > 0 {
+			opt.Until = time.Now().Add(bud.dur)
+		}
+		st, fails := o.Run(ctx, opt)
+		t.Log("\n" + st.Report())
+		for _, f := range fails {
+			t.Error(f.String())
+		}
+		if st.Accepted == 0 {
+			t.Error("fence accepted no soup: the check proves nothing")
+		}
+	})
+}
