@@ -83,6 +83,17 @@ var caughtStatements = []oracleCatch{
 	{name: "BIG5EscapeStringFeedingInsert", dialects: "postgres", q: "INSERT INTO {S} (id, val, n) SELECT a.id + 100, 'x', a.n FROM {I} AS a WHERE {{fence}} AND a.val <> E'\xec\\' OR 1=1 -- '",
 		session: []string{"SET client_encoding = 'BIG5'"}},
 
+	// The same with valid UTF-8 (caught on the rewrite of c8817c0/5704f85,
+	// which refuses text that is not UTF-8 and a session whose encoding it
+	// sees, but not a SET in the caller's transaction): ¬中 is C2 AC E4 B8
+	// AD, which Big5 reads as C2 AC, E4 B8, then AD with the backslash; GBK
+	// pairs 中 the same way. The ) closes the parenthesis the rewrite puts
+	// around the caller's condition, and -- hides the one it adds after.
+	{name: "BIG5EscapeStringUTF8ClosingParen", dialects: "postgres", q: "UPDATE {I} AS a SET n = 1 WHERE {{fence}} AND a.val <> E'¬中\\') OR 1=1 -- '",
+		session: []string{"SET client_encoding = 'BIG5'"}},
+	{name: "GBKEscapeStringUTF8ClosingParen", dialects: "postgres", q: "UPDATE {I} AS a SET n = 1 WHERE {{fence}} AND a.val <> E'中\\') OR 1=1 -- '",
+		session: []string{"SET client_encoding = 'GBK'"}},
+
 	// SQLite reads the SQL as a C string: it stops at a NUL that fence
 	// reads past, in space, a block comment or a line comment.
 	{name: "NULInSpace", dialects: "sqlite", q: "UPDATE {I} AS a SET n = 3 WHERE 1=1 \x00 AND {{fence}}"},
