@@ -251,7 +251,9 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 		return err
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.CheckTx(ctx, tx, t); err != nil {
+		// The transaction is InTx's own and nothing ran in it yet: the
+		// lock is at its top level, so the plain check does.
+		if err := s.checkTx(ctx, tx, t, false); err != nil {
 			return err
 		}
 		return fn(tx)
@@ -272,13 +274,21 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 // runs. Call CheckTx at the top level of the transaction, not inside a
 // SAVEPOINT you may roll back: ROLLBACK TO SAVEPOINT releases the share lock
 // on PostgreSQL and MariaDB/MySQL, a takeover can then commit, and the
-// transaction's later writes commit after it unfenced. fence cannot see a
-// SAVEPOINT run as SQL on tx (fencepgx.CheckTx refuses pgx's nested transactions,
-// which are savepoints). A write made with ExecIn and {{fence}} is guarded by
-// its own statement, in the same subtransaction as the write, so it stays
-// fenced inside savepoints. On SQLite the transaction's write lock, not a row
-// lock, does the fencing, and a rollback to a savepoint keeps it.
-func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) (err error) {
+// transaction's later writes commit after it unfenced. On PostgreSQL CheckTx
+// refuses with ErrInvalid when a savepoint is open (a SAVEPOINT run as SQL, a
+// pgx nested transaction); the transaction is then aborted and must be rolled
+// back. On MariaDB/MySQL fence cannot see a savepoint: do not call CheckTx
+// after one. A write made with ExecIn and {{fence}} is guarded by its own
+// statement, in the same subtransaction as the write, so it stays fenced
+// inside savepoints. On SQLite the transaction's write lock, not a row lock,
+// does the fencing, and a rollback to a savepoint keeps it.
+func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) error {
+	return s.checkTx(ctx, tx, t, true)
+}
+
+// checkTx is CheckTx; caller says the transaction is the caller's, which
+// may be inside a savepoint (driver.TopLocker).
+func (s *Store) checkTx(ctx context.Context, tx *sql.Tx, t Token, caller bool) (err error) {
 	ctx, done := s.observe(ctx, OpTx, t.Lease)
 	defer func() { done(Event{Fence: t.Fence, Err: err}) }()
 	if err := validateToken(t); err != nil {
@@ -287,14 +297,29 @@ func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) (err error) {
 	if tx == nil {
 		return fmt.Errorf("%w: CheckTx needs the caller's *sql.Tx, got nil", ErrInvalid)
 	}
-	ok, err := s.drv.LockTx(ctx, tx, tp(t))
+	lock := s.drv.LockTx
+	top, isTop := s.drv.(driver.TopLocker)
+	if caller && isTop {
+		lock = top.LockTxTop
+	}
+	ok, err := lock(ctx, tx, tp(t))
 	if err != nil {
+		if isTop && top.InSubtransaction(err) {
+			return savepointError(t, err)
+		}
 		return s.wrap("fenced transaction", t.Lease, err)
 	}
 	if !ok {
 		return s.lost(ctx, t, "transaction")
 	}
 	return nil
+}
+
+// savepointError is CheckTx's refusal inside a savepoint.
+func savepointError(t Token, err error) error {
+	return fmt.Errorf("%w: CheckTx for lease %q fence %d ran inside a savepoint (a SAVEPOINT, or a pgx nested transaction): "+
+		"a rollback to it would release the lease lock while the transaction goes on; roll the transaction back and call CheckTx "+
+		"at its top level, before any savepoint, or fence each write with {{fence}} (%v)", ErrInvalid, t.Lease, t.Fence, err)
 }
 
 // CheckWith is CheckTx through a database client other than database/sql:
@@ -320,6 +345,9 @@ func (s *Store) CheckWith(ctx context.Context, t Token, query func(ctx context.C
 	q, args := l.LockSQL(tp(t))
 	held, err := query(ctx, q, args)
 	if err != nil {
+		if top, ok := s.drv.(driver.TopLocker); ok && top.InSubtransaction(err) {
+			return savepointError(t, err)
+		}
 		return s.wrap("fenced transaction", t.Lease, err)
 	}
 	if !held {

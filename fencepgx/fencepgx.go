@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/driver"
 )
 
 // Execer is what a fenced write runs on: pgx.Tx, *pgx.Conn, *pgxpool.Pool
@@ -151,7 +152,16 @@ func batchBeginner(b Beginner) (batchSender, error) {
 func beginChecked(ctx context.Context, s *fence.Store, bs batchSender, t fence.Token) (pgx.Tx, error) {
 	var tx pgx.Tx
 	var beginErr error
+	// BEGIN is in the same batch, so the check runs at the transaction's
+	// top level by construction: the plain statement, not CheckWith's,
+	// which also tests for a savepoint (and costs a snapshot export).
+	fresh, ok := s.Driver().(interface {
+		LockSQLFresh(driver.TokenParams) (string, []any)
+	})
 	err := s.CheckWith(ctx, t, func(ctx context.Context, q string, args []any) (bool, error) {
+		if ok {
+			q, args = fresh.LockSQLFresh(driver.TokenParams{Name: t.Lease, Owner: t.Owner, Fence: t.Fence})
+		}
 		var b pgx.Batch
 		b.BeginTx(pgx.TxOptions{})
 		b.Queue(q, args...)

@@ -299,13 +299,16 @@ func acceptedShapes(t *testing.T, b Backend) {
 	}
 }
 
-// checkTxSavepoint shows what a ROLLBACK TO SAVEPOINT does to CheckTx's
-// lock, on each database (CheckTx's doc and the package doc's table say it):
-// on PostgreSQL and MariaDB/MySQL it releases the share lock, a takeover
-// commits while the transaction goes on, and the transaction's plain write
-// commits after it; a write through ExecIn with {{fence}} in the same
-// transaction is still refused. On SQLite the transaction's write lock,
-// which a savepoint rollback keeps, holds the takeover off until commit.
+// checkTxSavepoint shows what a savepoint does to CheckTx's lock, on each
+// database (CheckTx's doc and the package doc's table say it): PostgreSQL
+// refuses CheckTx inside a savepoint (a SAVEPOINT, a pgx nested
+// transaction), whose rollback would release the lock. On MariaDB/MySQL,
+// where fence cannot see the savepoint, ROLLBACK TO SAVEPOINT releases the
+// share lock, a takeover commits while the transaction goes on, and the
+// transaction's plain write commits after it; a write through ExecIn with
+// {{fence}} in the same transaction is still refused. On SQLite the
+// transaction's write lock, which a savepoint rollback keeps, holds the
+// takeover off until commit.
 func checkTxSavepoint(t *testing.T, b Backend) {
 	s := b.Open(t, prefix())
 	tbl := items(t, s)
@@ -326,10 +329,35 @@ func checkTxSavepoint(t *testing.T, b Backend) {
 		if err := fencepgx.CheckTx(ctx, s, nested, a); !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("fencepgx.CheckTx on a nested pgx transaction: %v", err)
 		}
-		if err := fencepgx.CheckTx(ctx, s, tx, a); err != nil {
-			t.Errorf("fencepgx.CheckTx on the outer transaction: %v", err)
+		// The review's case (2026-12-05): CheckTx on the OUTER transaction
+		// while the nested one is open put the lock in the savepoint; its
+		// rollback released it and the outer transaction committed after a
+		// takeover. It is refused now, and nothing can commit.
+		if err := fencepgx.CheckTx(ctx, s, tx, a); !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "savepoint") {
+			t.Errorf("fencepgx.CheckTx on the outer transaction while a nested one is open: %v", err)
 		}
 		tx.Rollback(context.WithoutCancel(ctx))
+		// After the nested transaction is gone, on a new transaction,
+		// CheckTx at the top level holds the lock as before.
+		tx2, err := ph.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fencepgx.CheckTx(ctx, s, tx2, a); err != nil {
+			t.Errorf("fencepgx.CheckTx at the top level: %v", err)
+		}
+		nested2, err := tx2.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nested2.Rollback(ctx)
+		// The lock was taken at the top level: a takeover waits for tx2.
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if _, err := s.Revoke(rctx, "job"); err == nil {
+			t.Errorf("a revoke committed while the transaction checked at its top level was open")
+		}
+		cancel()
+		tx2.Rollback(context.WithoutCancel(ctx))
 	}
 
 	tx, err := h.begin(ctx, sql.LevelDefault)
@@ -339,6 +367,13 @@ func checkTxSavepoint(t *testing.T, b Backend) {
 	defer tx.rollback(ctx)
 	if _, err := tx.exec(ctx, "SAVEPOINT fence_sp"); err != nil {
 		t.Fatal(err)
+	}
+	if s.Dialect() == fence.Postgres {
+		// PostgreSQL: CheckTx sees the savepoint and refuses.
+		if err := tx.check(ctx, a); !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), "savepoint") {
+			t.Fatalf("CheckTx inside a SAVEPOINT: %v", err)
+		}
+		return
 	}
 	if err := tx.check(ctx, a); err != nil {
 		t.Fatal(err)
@@ -366,8 +401,8 @@ func checkTxSavepoint(t *testing.T, b Backend) {
 		return
 	}
 
-	// PostgreSQL, MariaDB/MySQL: the rollback released the share lock, so
-	// the takeover does not wait for the transaction.
+	// MariaDB/MySQL: the rollback released the share lock, so the takeover
+	// does not wait for the transaction (fence cannot see the savepoint).
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, err = s.Revoke(rctx, "job")
 	cancel()

@@ -65,9 +65,17 @@ func (d *Driver) Exec(ctx context.Context, query string, args []any) (int64, err
 	return d.c.exec(ctx, query, args...)
 }
 
-// LockSQL is the statement LockTx runs and its arguments: it share-locks
+// LockSQL is the statement LockTxTop runs and its arguments: it share-locks
 // the lease row and selects whether the token is valid by the database
-// clock (Store.CheckWith).
+// clock, and fails in a subtransaction (Store.CheckWith, on the caller's
+// transaction).
 func (d *Driver) LockSQL(t driver.TokenParams) (string, []any) {
+	return d.q.lockTxTop, []any{t.Name, t.Owner, t.Fence}
+}
+
+// LockSQLFresh is LockSQL for a transaction begun in the same round trip
+// (fencepgx.InTx's batch of BEGIN and the check), which cannot be inside a
+// savepoint: the plain lock_tx.sql, without the savepoint test's cost.
+func (d *Driver) LockSQLFresh(t driver.TokenParams) (string, []any) {
 	return d.q.lockTx, []any{t.Name, t.Owner, t.Fence}
 }

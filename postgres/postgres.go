@@ -32,6 +32,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -299,6 +300,22 @@ func (d *Driver) LockTx(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (
 	var ok bool
 	err := tx.QueryRowContext(ctx, d.q.lockTx, t.Name, t.Owner, t.Fence).Scan(&ok)
 	return ok, err
+}
+
+// LockTxTop is LockTx for the caller's transaction (Store.CheckTx): it
+// fails with SQLSTATE 25001 when the transaction is inside a savepoint,
+// where the lock would not outlast a rollback to it (lock_tx_top.sql).
+func (d *Driver) LockTxTop(ctx context.Context, tx *sql.Tx, t driver.TokenParams) (bool, error) {
+	var ok bool
+	err := tx.QueryRowContext(ctx, d.q.lockTxTop, t.Name, t.Owner, t.Fence).Scan(&ok)
+	return ok, err
+}
+
+// InSubtransaction reports whether err is LockTxTop's refusal inside a
+// savepoint.
+func (d *Driver) InSubtransaction(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25001" && strings.Contains(pe.Message, "subtransaction")
 }
 
 // LockTxPgx is LockTx for a transaction of pgx's own API.

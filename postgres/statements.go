@@ -84,7 +84,7 @@ func renderMigrations(prefix string) ([]Migration, error) {
 
 // statements is every statement of the driver, rendered for one prefix.
 type statements struct {
-	acquire, renew, renewBatch, release, isHeld, get, list, revoke, raise, now, lockTx string
+	acquire, renew, renewBatch, release, isHeld, get, list, revoke, raise, now, lockTx, lockTxTop string
 
 	// The fallbacks of the plain single-row statements above: an acquire of
 	// a name with no row, and a renew or release that waited for the row
@@ -160,6 +160,7 @@ func loadStatements(prefix string) (*statements, error) {
 		{"lease_raise", &s.raise},
 		{"now", &s.now},
 		{"lock_tx", &s.lockTx},
+		{"lock_tx_top", &s.lockTxTop},
 		{"run_start", &s.runStart},
 		{"run_finish", &s.runFinish},
 		{"run_mark_lost", &s.runMarkLost},

@@ -162,6 +162,17 @@ type TxGuard interface {
 	FencedWritesNeedTx(ctx context.Context) (bool, error)
 }
 
+// TopLocker is an optional interface of a Driver on whose server a row
+// lock taken inside a savepoint ends with a rollback to it (PostgreSQL).
+// LockTxTop is LockTx for a transaction the caller began (CheckTx): it
+// fails, and InSubtransaction recognises the failure, when the transaction
+// is inside a savepoint at the time. LockTx stays for the transactions the
+// root begins itself, where nothing precedes the check.
+type TopLocker interface {
+	LockTxTop(ctx context.Context, tx *sql.Tx, t TokenParams) (bool, error)
+	InSubtransaction(err error) bool
+}
+
 // StatementChecker is an optional interface of a Driver whose server runs
 // every statement of a multi-statement text (SQLite's database/sql driver
 // does). CheckOneStatement asks the server's own lexer whether q, the text

@@ -1,0 +1,11 @@
+-- lock_tx.sql for a transaction that is the caller's (CheckTx, CheckWith):
+-- the share lock belongs to the subtransaction that takes it, and a
+-- ROLLBACK TO SAVEPOINT (a pgx nested transaction's Rollback) would release
+-- it while the outer transaction goes on and commits after a takeover.
+-- pg_export_snapshot() refuses to run in a subtransaction (SQLSTATE 25001,
+-- "cannot export a snapshot from a subtransaction", PostgreSQL 9.2 and
+-- later), so the check fails there instead of taking a lock that may not
+-- last; CASE evaluates it before the guard. At the top level it exports the
+-- transaction's snapshot, which nobody imports and which ends with the
+-- transaction. $1 name, $2 owner, $3 fence.
+SELECT CASE WHEN pg_export_snapshot() IS NULL THEN NULL ELSE {{guard}} END
