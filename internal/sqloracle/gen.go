@@ -959,7 +959,10 @@ func (g *gen) where(sc scope, join func()) {
 		g.sp()
 		g.valref(sc)
 		g.fix(" <> ")
-		g.host("swallow", g.one(`' OR 1=1 -- '`, `' OR 1=1 OR ? OR ? OR ? -- '`, `' OR ? - ? - ? OR 1=1 -- '`), "'x'")
+		// With a ) first, for a fence that parenthesises the caller's
+		// condition.
+		g.host("swallow", g.one(`' OR 1=1 -- '`, `' OR 1=1 OR ? OR ? OR ? -- '`, `' OR ? - ? - ? OR 1=1 -- '`,
+			`') OR 1=1 -- '`, `') OR 1=1 OR ? OR ? OR ? -- '`), "'x'")
 		g.host("swallow-end", "\n", "")
 		g.close()
 	}
