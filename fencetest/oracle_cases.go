@@ -94,6 +94,16 @@ var caughtStatements = []oracleCatch{
 	{name: "GBKEscapeStringUTF8ClosingParen", dialects: "postgres", q: "UPDATE {I} AS a SET n = 1 WHERE {{fence}} AND a.val <> E'中\\') OR 1=1 -- '",
 		session: []string{"SET client_encoding = 'GBK'"}},
 
+	// MariaDB, SET NAMES gbk or cp932 in the caller's transaction (the
+	// rewrite checks the character set when the store opens, not in the
+	// caller's session): '中\\' is a literal to fence, but GBK reads AD 5C
+	// as one character and the escaped quote after it runs the literal on
+	// to the next quote; then ) OR 1=1 closes the rewrite's parenthesis.
+	{name: "GBKSwallowingLiteralClosingParen", dialects: "mysql", q: "UPDATE {I} SET n = 1 WHERE val <> '中\\\\' AND {{fence}} AND val <> ') OR 1=1 -- '",
+		session: []string{"SET NAMES gbk"}, reset: []string{"SET NAMES utf8mb4"}},
+	{name: "CP932SwallowingLiteralClosingParen", dialects: "mysql", q: "UPDATE {I} SET n = 1 WHERE val <> '文\\\\' AND {{fence}} AND val <> ') OR 1=1 -- '",
+		session: []string{"SET NAMES cp932"}, reset: []string{"SET NAMES utf8mb4"}},
+
 	// SQLite reads the SQL as a C string: it stops at a NUL that fence
 	// reads past, in space, a block comment or a line comment.
 	{name: "NULInSpace", dialects: "sqlite", q: "UPDATE {I} AS a SET n = 3 WHERE 1=1 \x00 AND {{fence}}"},
