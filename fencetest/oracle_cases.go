@@ -101,6 +101,8 @@ var caughtStatements = []oracleCatch{
 	// to the next quote; then ) OR 1=1 closes the rewrite's parenthesis.
 	{name: "GBKSwallowingLiteralClosingParen", dialects: "mysql", q: "UPDATE {I} SET n = 1 WHERE val <> '中\\\\' AND {{fence}} AND val <> ') OR 1=1 -- '",
 		session: []string{"SET NAMES gbk"}, reset: []string{"SET NAMES utf8mb4"}},
+	{name: "GBKSwallowingLiteralInDelete", dialects: "mysql", q: "DELETE FROM {I} WHERE {I}.val <> '文\\\\' AND {{fence}} AND val <> ') OR 1=1 -- '",
+		session: []string{"SET NAMES gbk"}, reset: []string{"SET NAMES utf8mb4"}},
 	{name: "CP932SwallowingLiteralClosingParen", dialects: "mysql", q: "UPDATE {I} SET n = 1 WHERE val <> '文\\\\' AND {{fence}} AND val <> ') OR 1=1 -- '",
 		session: []string{"SET NAMES cp932"}, reset: []string{"SET NAMES utf8mb4"}},
 
