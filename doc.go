@@ -88,51 +88,77 @@
 //
 // # Fenced writes: the SQL that is accepted
 //
-// Exec, ExecIn, ExecWith and Fenced put the fence predicate where the
-// statement says {{fence}}. fence does not parse SQL: it tokenizes it as the
-// dialect does (literals, quoted names, comments) and accepts only the shapes
-// in which the predicate guards every row the statement writes. Anything
-// else is refused with ErrInvalid, saying why and what to write, before
-// anything is sent. c stands for the caller's own condition.
+// Exec, ExecIn, ExecWith and Fenced fence the caller's UPDATE, DELETE or
+// INSERT … SELECT whose WHERE says {{fence}}. The guard does not go where
+// the marker stands: fence puts it where no part of the caller's SQL can
+// take rows out from under it (docs/adr/0007-guard-placement.md):
+//
+//	UPDATE t SET … WHERE <guard> AND (c) [RETURNING … | ORDER BY … LIMIT …]
+//	DELETE FROM t WHERE <guard> AND (c) [RETURNING …]
+//	INSERT INTO t (…) <the caller's SELECT, whole> bounded by the guard from
+//	  outside: a LIMIT that is 0 unless the guard holds (PostgreSQL), a CTE
+//	  with a column list (MySQL), a derived table (SQLite)
+//
+// and the marker becomes a condition that is always true. c stands for the
+// caller's whole condition: an OR, XOR or || in it, a CASE, a keyword used
+// as a column name, an aggregate or a set operation in the SELECT cannot
+// reach outside the guard. What fence still reads from the text is where
+// literals, quoted names, comments and the statement end; there it follows
+// the servers, and refuses the spellings on which the servers, their
+// versions or their settings disagree. Anything refused is refused with
+// ErrInvalid, saying why and what to write, before anything is sent.
 //
 //	statement                                                  verdict
 //	---------------------------------------------------------  -------------------------------------------
 //	UPDATE t SET … WHERE c AND {{fence}}                        fenced (also with RETURNING, ORDER BY, LIMIT)
 //	DELETE FROM t WHERE c AND {{fence}}                         fenced
-//	INSERT INTO t (…) SELECT … WHERE c AND {{fence}}            fenced; ON CONFLICT … / ON DUPLICATE KEY
-//	                                                              UPDATE … may follow the guarded SELECT
-//	REPLACE INTO / INSERT OR REPLACE INTO t SELECT … WHERE …    fenced, marker as for INSERT … SELECT
+//	INSERT INTO t (…) SELECT … WHERE c AND {{fence}}            fenced, with aggregates, GROUP BY, HAVING,
+//	                                                              DISTINCT, windows, UNION/INTERSECT/EXCEPT;
+//	                                                              ON CONFLICT … / ON DUPLICATE KEY UPDATE … and
+//	                                                              RETURNING may follow; MySQL needs the column
+//	                                                              list (INSERT INTO t (a, b) …)
+//	REPLACE INTO / INSERT OR REPLACE INTO t SELECT … WHERE …    fenced, as INSERT … SELECT
 //	WITH q AS (SELECT …) UPDATE | DELETE | INSERT …             fenced: CTEs that only read
-//	WHERE (a OR b) AND {{fence}}   … ;                          fenced: OR in parentheses, one trailing ;
-//	WHERE a OR b AND {{fence}}                                  refused: top-level OR (MySQL: also XOR, ||)
-//	                                                              guards one side; parenthesise the condition
-//	{{fence}} inside ( ), a subquery, a function, CASE, or in   refused: the marker must be a top-level AND
-//	  SET, ON, HAVING; NOT {{fence}}; {{fence}} = x;              conjunct of the outermost WHERE (for INSERT,
-//	  x BETWEEN a AND {{fence}}                                   of the SELECT feeding it)
-//	INSERT … VALUES …; the marker in ON CONFLICT … DO UPDATE    refused: the inserted rows are unguarded
-//	  … WHERE or in ON DUPLICATE KEY UPDATE
+//	WHERE a OR b AND {{fence}}, {{fence}} in a subquery of      fenced: the guard does not depend on where the
+//	  the WHERE, WHERE ({{fence}})                                marker stands in the WHERE
+//	{{fence}} outside the WHERE (SET, ON, RETURNING, after an   refused: the marker must be a condition of the
+//	  upsert's ON CONFLICT); NOT {{fence}}; {{fence}} = x;        statement's WHERE (of the SELECT feeding an
+//	  x BETWEEN a AND {{fence}}; a OR {{fence}}                   INSERT), standing alone: it becomes TRUE, and
+//	                                                              NOT TRUE would never write
+//	INSERT … VALUES …, INSERT … SET …, (SELECT …) in parentheses refused: feed the INSERT with a plain SELECT
 //	WITH q AS (DELETE | UPDATE | INSERT | MERGE …) …            refused: a write the fence does not guard
-//	… UNION | INTERSECT | EXCEPT … at the top level             refused: put it in a subquery, guard the outer SELECT
-//	SELECT …, MERGE …, DDL                                      refused: not a write fence can guard
-//	stmt; stmt                                                  refused: one statement per call
+//	SELECT …, MERGE …, DDL, WHERE CURRENT OF                    refused: not a write fence can guard
+//	stmt; stmt                                                  refused: one statement per call (on SQLite,
+//	                                                              SQLite's own tokenizer decides)
+//	1.0OR, 0x1F, 1_000, $1abc (a number glued to a word)        refused: servers and versions split it differently
+//	control characters outside literals (other than tab, LF,    refused: the servers disagree on which are space
+//	  CR LF), NUL, invalid UTF-8                                  and which end a -- comment
+//	a backslash (MySQL: or backtick) right after a non-ASCII    refused on PostgreSQL and MySQL: in GBK, BIG5 or
+//	  character                                                   SJIS, which a transaction can switch to, the
+//	                                                              server reads the two as one character
+//	a backslash before a quote whose reading depends on         refused: write 'it''s'
+//	  NO_BACKSLASH_ESCAPES, ANSI_QUOTES or standard_conforming_strings
 //	placeholders ≠ arguments; $1, $3 without $2; ? with $n      refused
 //	SQLite ?NNN, :name, @name, $name; $n on SQLite or MySQL     refused: use ?
 //	MySQL /*! … */ (run by the server as SQL)                   refused
 //	CheckTx / CheckWith, then the transaction's writes          fenced until commit, if called at the top level
-//	CheckTx inside a SAVEPOINT that is then rolled back         NOT fenced on PostgreSQL and MariaDB/MySQL: the
-//	                                                              rollback releases the lock (fencepgx.CheckTx refuses
-//	                                                              pgx's nested transactions); call CheckTx at the
-//	                                                              top level of the transaction, not inside a
-//	                                                              savepoint you may roll back, or use ExecIn with
-//	                                                              {{fence}} on each write. SQLite: fenced (the
-//	                                                              transaction's write lock stays)
+//	CheckTx inside a savepoint                                  PostgreSQL: refused with ErrInvalid (a rollback to
+//	                                                              the savepoint would release the lock; pgx nested
+//	                                                              transactions included). MariaDB/MySQL: NOT fenced
+//	                                                              if the savepoint is rolled back, and fence cannot
+//	                                                              see it: call CheckTx at the top level, or use
+//	                                                              ExecIn with {{fence}} on each write. SQLite:
+//	                                                              fenced (the transaction's write lock stays)
+//
+// Functions the statement calls are not fenced by fence's promise: fence
+// guards the rows the statement writes, not a function's own side effects.
 //
 // Placeholders: write ? on every database. On PostgreSQL a statement with ?
 // and no $n has its ? rebound to $1, $2, …; $n works too, but not both in one
 // statement. Every ? outside literals and comments counts as a placeholder,
 // so write jsonb's ?, ?| and ?& operators as jsonb_exists, jsonb_exists_any
-// and jsonb_exists_all. fence adds its own
-// arguments after or between the caller's. The tokenizer assumes the
-// servers' default quoting: PostgreSQL standard_conforming_strings on,
-// MySQL without NO_BACKSLASH_ESCAPES.
+// and jsonb_exists_all. fence adds its own arguments after or between the
+// caller's. On PostgreSQL a SELECT feeding an INSERT that has a LIMIT of its
+// own is wrapped in a subquery, where untyped parameters become text: cast
+// them ($1::int).
 package fence

@@ -17,9 +17,11 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Exec runs the caller's UPDATE, DELETE or INSERT … SELECT with the fence
-// predicate put where query says {{fence}}, so the check and the write are
-// one statement and a racing takeover serialises with it:
+// Exec runs the caller's UPDATE, DELETE or INSERT … SELECT fenced: the
+// fence predicate is joined to the statement itself (at the front of its
+// WHERE, or bounding the SELECT that feeds the INSERT), so the check and the
+// write are one statement and a racing takeover serialises with it. query
+// says {{fence}} in its WHERE to ask for it:
 //
 //	n, err := store.Exec(ctx, tok,
 //		`UPDATE reports SET body = ? WHERE id = ? AND {{fence}}`, body, id)
@@ -27,8 +29,8 @@ type Execer interface {
 // Write ? placeholders on every database (on PostgreSQL they are rebound to
 // $1…, and $1… works too); fence adds its own arguments. The statement must
 // be one of the shapes in the package doc's table (one UPDATE, DELETE or
-// INSERT … SELECT, {{fence}} a top-level AND condition of its WHERE);
-// anything else is ErrInvalid and nothing is sent. It returns the rows
+// INSERT … SELECT, {{fence}} a condition of its WHERE); anything else is
+// ErrInvalid and nothing is sent. It returns the rows
 // affected. Zero rows is an error: wrapping ErrLost when the token no
 // longer holds the lease, or ErrNoMatch when it still does and the caller's
 // own condition matched nothing.
@@ -144,12 +146,13 @@ func (s *Store) fencedWrite(ctx context.Context, t Token, query string, args []a
 	return n, nil
 }
 
-// Fenced returns query with {{fence}} replaced by the dialect's fence
-// predicate (and ? rebound to $n on PostgreSQL), and the full argument list, for callers that run the statement
-// themselves (a query builder, QueryContext with RETURNING). The predicate is
-// only true while t holds its lease by the database clock, and reads the lease
-// row under a share lock where the database needs one (PostgreSQL FOR SHARE,
-// MySQL LOCK IN SHARE MODE).
+// Fenced returns query fenced as Exec sends it (the dialect's fence
+// predicate placed by fence, {{fence}} made TRUE, ? rebound to $n on
+// PostgreSQL), and the full argument list, for callers that run the
+// statement themselves (a query builder, QueryContext with RETURNING). The
+// predicate is only true while t holds its lease by the database clock, and
+// reads the lease row under a share lock where the database needs one
+// (PostgreSQL FOR SHARE, MySQL LOCK IN SHARE MODE).
 //
 // Each {{now_ms}} in query becomes the database clock in integer
 // milliseconds, so a fenced write can stamp rows with database time.
