@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,6 +106,11 @@ func Cases() []Case {
 		// What Store.Exec costs on SQLite without its wrapping transaction:
 		// the same fenced statement in autocommit (ExecIn on the *sql.DB).
 		{Name: "fenced_write_autocommit", Baseline: "unfenced_write", Dialects: []fence.Dialect{fence.SQLite}, Setup: setupWriteAutocommit},
+		// An upsert fed by a SELECT: the guard bounds the SELECT from
+		// outside (a LIMIT on PostgreSQL, a CTE on MySQL, a derived table
+		// on SQLite: docs/adr/0007-guard-placement.md).
+		{Name: "unfenced_insert_select", Setup: setupInsertSelect(false)},
+		{Name: "fenced_insert_select", Baseline: "unfenced_insert_select", Setup: setupInsertSelect(true)},
 		{Name: "unfenced_tx", Setup: setupTx(false)},
 		// Through database/sql; fencepgx's own transaction has 1.10x.
 		{Name: "fenced_tx", Baseline: "unfenced_tx", MaxRatio: 1.25, Setup: setupTx(true)},
@@ -385,6 +391,33 @@ func setupWrite(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
 			return Op{Do: func(ctx context.Context) error { return execOne(ctx, e, q, 1) }}, nil
 		}
 		q := e.Rebind(fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = ? AND {{fence}}", t))
+		return Op{Do: func(ctx context.Context) error {
+			_, err := e.Store.Exec(ctx, l.Token, q, 1)
+			return err
+		}}, nil
+	}
+}
+
+// setupInsertSelect: an upsert of one row fed by a SELECT, fenced
+// (Store.Exec) or not (the same statement with the marker's TRUE).
+func setupInsertSelect(fenced bool) func(ctx context.Context, e *Env) (Op, error) {
+	return func(ctx context.Context, e *Env) (Op, error) {
+		t, l, err := itemsAndLease(ctx, e, fenced, "b-insert-select")
+		if err != nil {
+			return Op{}, err
+		}
+		q := fmt.Sprintf("INSERT INTO %s (id, n) SELECT ?, 1 WHERE (1 = 1) AND {{fence}} ON CONFLICT (id) DO UPDATE SET n = %s.n + 1", t, t)
+		if e.Store.Dialect() == fence.MySQL {
+			q = fmt.Sprintf("INSERT INTO %s (id, n) SELECT ?, 1 FROM DUAL WHERE (1 = 1) AND {{fence}} ON DUPLICATE KEY UPDATE n = n + 1", t)
+		}
+		q = e.Rebind(q)
+		if !fenced {
+			q = strings.Replace(q, " AND {{fence}}", "", 1)
+			return Op{Do: func(ctx context.Context) error {
+				_, err := e.DB.ExecContext(ctx, q, 1)
+				return err
+			}}, nil
+		}
 		return Op{Do: func(ctx context.Context) error {
 			_, err := e.Store.Exec(ctx, l.Token, q, 1)
 			return err
