@@ -46,6 +46,11 @@ func TestEndedContextIsDefinite(t *testing.T) {
 		lostCause := &fence.LostError{Lease: "job", Fence: tok.Token.Fence, Reason: fence.LostSuperseded, Op: "renew"}
 		dead, cancel := context.WithCancelCause(ctx)
 		cancel(lostCause)
+		// The runner's cause at the renew deadline, after a renewal whose
+		// outcome was unknown: the calls refused on it are still definite.
+		unproven, cancel3 := context.WithCancelCause(ctx)
+		cancel3(&fence.UnprovenError{Token: tok.Token, Deadline: time.Second,
+			Last: &fence.AmbiguousError{Op: "renew", Lease: "job", Err: context.DeadlineExceeded}})
 		expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		defer cancel2()
 		calls := map[string]func(ctx context.Context) error{
@@ -70,6 +75,10 @@ func TestEndedContextIsDefinite(t *testing.T) {
 			err := call(dead)
 			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrLost) || !errors.Is(err, context.Canceled) {
 				t.Errorf("%s with a context cancelled (cause ErrLost) before the call: %v; want a definite error wrapping ErrLost and context.Canceled", name, err)
+			}
+			err = call(unproven)
+			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrUnproven) || !errors.Is(err, fence.ErrLost) {
+				t.Errorf("%s with a context cancelled at the renew deadline after an unknown renewal: %v; want a definite error wrapping ErrUnproven", name, err)
 			}
 			err = call(expired)
 			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, context.DeadlineExceeded) {
