@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fencedsn"
+	"github.com/fencekit/fence/fencepgx"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/internal/teststore"
 	"github.com/fencekit/fence/mysql"
@@ -359,6 +362,72 @@ func TestFinishRunIsIdempotent(t *testing.T) {
 		}
 		if ok, err := s.IsHeld(ctx, tok.Token); !ok || err != nil {
 			t.Fatalf("holder after its completions: %v %v", ok, err)
+		}
+	})
+}
+
+// A transaction whose context ends before its COMMIT was sent did not
+// commit: InTx's error is definite, wraps the context's cause and names the
+// lease, and the transaction's write is gone. Before, database/sql's
+// Tx.Commit returned the bare context error (it checks the context before
+// asking the driver, and its watcher rolls the transaction back) and InTx
+// reported it as ErrAmbiguous, with no lease in the message. The same for
+// fencepgx.InTx on pgx's own pool.
+func TestTxEndedBeforeCommitIsDefinite(t *testing.T) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		l, err := s.Acquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := l.Token
+		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := exec(ctx, s, q); return err })
+		if _, err := exec(ctx, s, "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
+			t.Fatal(err)
+		}
+		update := s.Rebind("UPDATE " + table + " SET v = v + 1 WHERE id = ?")
+		// inTx runs the store's fenced transaction with a write, then end
+		// (which ends ctx) before the commit.
+		inTx := func(ctx context.Context, end func()) error {
+			if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+				return fencepgx.InTx(ctx, s, d.Pool(), tok, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, update, 1); err != nil {
+						return err
+					}
+					end()
+					return nil
+				})
+			}
+			return s.InTx(ctx, tok, func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, update, 1); err != nil {
+					return err
+				}
+				end()
+				return nil
+			})
+		}
+		cause := &fence.LostError{Lease: "job", Fence: tok.Fence, Reason: fence.LostSuperseded, Op: "renew"}
+		cctx, cancel := context.WithCancelCause(ctx)
+		err = inTx(cctx, func() { cancel(cause) })
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrLost) ||
+			!errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `"job"`) {
+			t.Errorf("InTx cancelled (cause ErrLost) before its commit: %v; want a definite error naming the lease, wrapping ErrLost and context.Canceled", err)
+		}
+		// A deadline that passes while fn runs.
+		dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer dcancel()
+		err = inTx(dctx, func() { <-dctx.Done() })
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("InTx whose deadline passed before its commit: %v; want a definite error wrapping context.DeadlineExceeded", err)
+		}
+		// Neither committed: the row is as it was, and the lease is free
+		// of the transactions' locks.
+		if n, err := exec(ctx, s, "UPDATE "+table+" SET v = v WHERE id = 1 AND v = 0"); err != nil || n != 1 {
+			t.Errorf("a transaction whose commit was never sent changed the row (%d rows still at 0): %v", n, err)
+		}
+		if _, err := s.Renew(ctx, tok, time.Minute); err != nil {
+			t.Errorf("renew after the transactions: %v", err)
 		}
 	})
 }

@@ -240,7 +240,7 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 	if err := validateToken(t); err != nil {
 		return err
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, t.Lease, func(tx *sql.Tx) error {
 		if err := s.CheckTx(ctx, tx, t); err != nil {
 			return err
 		}
@@ -277,6 +277,9 @@ func (s *Store) CheckTx(ctx context.Context, tx *sql.Tx, t Token) (err error) {
 	if tx == nil {
 		return fmt.Errorf("%w: CheckTx needs the caller's *sql.Tx, got nil", ErrInvalid)
 	}
+	if err := notSent(ctx, "fenced transaction", t.Lease); err != nil {
+		return err
+	}
 	ok, err := s.drv.LockTx(ctx, tx, tp(t))
 	if err != nil {
 		return s.wrap("fenced transaction", t.Lease, err)
@@ -307,6 +310,9 @@ func (s *Store) CheckWith(ctx context.Context, t Token, query func(ctx context.C
 	if !ok || query == nil {
 		return fmt.Errorf("%w: CheckWith needs a PostgreSQL store and a query function; use CheckTx on %s", ErrInvalid, s.dialect)
 	}
+	if err := notSent(ctx, "fenced transaction", t.Lease); err != nil {
+		return err
+	}
 	q, args := l.LockSQL(tp(t))
 	held, err := query(ctx, q, args)
 	if err != nil {
@@ -318,25 +324,49 @@ func (s *Store) CheckWith(ctx context.Context, t Token, query func(ctx context.C
 	return nil
 }
 
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, lease string, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
 		return fmt.Errorf("%w: this store's driver runs on a pgx pool (postgres.NewPool), not database/sql: use fencepgx.InTx", ErrInvalid)
 	}
-	if err := notSent(ctx, "begin", ""); err != nil {
+	if err := notSent(ctx, "begin", lease); err != nil {
 		return err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return s.wrap("begin", "", err)
+		return s.wrap("begin", lease, err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return s.wrapWrite("commit", "", err)
+	return s.commit(ctx, tx, "commit", lease)
+}
+
+// commit commits tx, begun with ctx. Only a COMMIT that may have reached
+// the server has an unknown outcome. When ctx has ended, database/sql's
+// Tx.Commit returns ctx.Err() without asking the driver (Go 1.26
+// database/sql/sql.go, Tx.Commit checks tx.ctx.Done() first), or
+// ErrTxDone once the watcher that ctx's end starts (Tx.awaitDone) has
+// rolled tx back: both are definite, and carry ctx's cause. The check
+// before the call also asks a Run job's keeper (notSent).
+func (s *Store) commit(ctx context.Context, tx *sql.Tx, op, lease string) error {
+	if err := notSent(ctx, op, lease); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
-	return nil
+	err := tx.Commit()
+	if err == nil {
+		return nil
+	}
+	// The same value, not errors.Is: a driver that sent the COMMIT and lost
+	// its answer to the cancellation wraps ctx's error in its own (pgx), and
+	// one whose connection an earlier cancellation closed returns ctx's
+	// error itself (go-sql-driver/mysql) without sending anything either.
+	if ctxErr := ctx.Err(); ctxErr != nil && (err == ctxErr || errors.Is(err, sql.ErrTxDone)) {
+		_ = tx.Rollback()
+		return &notSentError{op: op, lease: lease, cause: context.Cause(ctx), err: ctxErr}
+	}
+	return s.wrapWrite(op, lease, err)
 }
 
 // ErrStale is wrapped by ExecResource's error when the protected row already

@@ -852,7 +852,7 @@ type notSentError struct {
 
 func (e *notSentError) Error() string {
 	if e.lease != "" {
-		return fmt.Sprintf("fence: %s %q not sent, its context had ended: %v", e.op, e.lease, e.cause)
+		return fmt.Sprintf("fence: %s of lease %q not sent, its context had ended: %v", e.op, e.lease, e.cause)
 	}
 	return fmt.Sprintf("fence: %s not sent, its context had ended: %v", e.op, e.cause)
 }

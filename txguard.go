@@ -84,8 +84,8 @@ func (s *Store) guardedTx(ctx context.Context, begin func(context.Context) (*sql
 		_ = tx.Rollback()
 		return 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, s.wrapWrite("commit of fenced write", t.Lease, err)
+	if err := s.commit(ctx, tx, "commit of fenced write", t.Lease); err != nil {
+		return 0, err
 	}
 	return n, nil
 }
