@@ -74,6 +74,57 @@ func TestEndedContextIsDefinite(t *testing.T) {
 			"mark lost":  func(ctx context.Context) error { return s.MarkRunLost(ctx, id, tok.Token.Fence, "x") },
 			"sweep":      func(ctx context.Context) error { _, err := s.SweepRuns(ctx); return err },
 		}
+		write := s.Rebind("UPDATE " + table + " SET v = v + 1 WHERE id = ? AND {{fence}}")
+		calls["exec with"] = func(ctx context.Context) error {
+			_, err := s.ExecWith(ctx, tok.Token, func(ctx context.Context, q string, args []any) (int64, error) {
+				return exec(ctx, s, q, args...)
+			}, write, 1)
+			return err
+		}
+		if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+			p := d.Pool()
+			calls["fencepgx exec"] = func(ctx context.Context) error {
+				_, err := fencepgx.Exec(ctx, s, p, tok.Token, write, 1)
+				return err
+			}
+			calls["fencepgx in tx"] = func(ctx context.Context) error {
+				return fencepgx.InTx(ctx, s, p, tok.Token, func(pgx.Tx) error { return nil })
+			}
+			calls["fencepgx in tx (begin)"] = func(ctx context.Context) error {
+				c, err := p.Acquire(context.Background())
+				if err != nil {
+					return err
+				}
+				defer c.Release()
+				// A *pgx.Conn wrapped so that InTx begins it with Begin,
+				// then checks: its other path.
+				return fencepgx.InTx(ctx, s, beginOnly{c}, tok.Token, func(pgx.Tx) error { return nil })
+			}
+			calls["fencepgx check tx"] = func(ctx context.Context) error {
+				tx, err := p.Begin(context.Background())
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(context.Background())
+				return fencepgx.CheckTx(ctx, s, tx, tok.Token)
+			}
+		} else {
+			calls["exec in"] = func(ctx context.Context) error {
+				_, err := s.ExecIn(ctx, s.DB(), tok.Token, write, 1)
+				return err
+			}
+			calls["in tx"] = func(ctx context.Context) error {
+				return s.InTx(ctx, tok.Token, func(*sql.Tx) error { return nil })
+			}
+			calls["check tx"] = func(ctx context.Context) error {
+				tx, err := s.DB().BeginTx(context.Background(), nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				return s.CheckTx(ctx, tx, tok.Token)
+			}
+		}
 		for name, call := range calls {
 			err := call(dead)
 			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrLost) || !errors.Is(err, context.Canceled) {
@@ -431,3 +482,13 @@ func TestTxEndedBeforeCommitIsDefinite(t *testing.T) {
 		}
 	})
 }
+
+// beginOnly is a pgx connection that offers only Begin, so fencepgx.InTx
+// begins and checks in two round trips.
+type beginOnly struct {
+	c interface {
+		Begin(ctx context.Context) (pgx.Tx, error)
+	}
+}
+
+func (b beginOnly) Begin(ctx context.Context) (pgx.Tx, error) { return b.c.Begin(ctx) }

@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -13,10 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fencedsn"
+	"github.com/fencekit/fence/fencepgx"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/internal/teststore"
+	"github.com/fencekit/fence/postgres"
 )
 
 // pauseHelperEnv makes the test binary run as TestPauseHelper's takeover
@@ -31,7 +36,8 @@ const pauseHelperEnv = "FENCE_TEST_PAUSE_HELPER"
 // the runner's cause). Before, the write went out, the keeper's timer
 // cancelled the context while the statement was in flight, and the job got
 // ErrAmbiguous wrapping context.Canceled, the cause only in
-// context.Cause(ctx).
+// context.Cause(ctx). One round each: Exec, InTx (fencepgx.InTx on pgx's
+// pool), ExecIn (fencepgx.Exec).
 //
 // The backends run one after another: the pause stops the whole test
 // process.
@@ -50,7 +56,27 @@ func TestJobWriteAfterPauseIsDefinite(t *testing.T) {
 			if _, err := exec(ctx, s, "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
 				t.Fatal(err)
 			}
-			for round := 1; round <= 3; round++ {
+			write := s.Rebind("UPDATE " + table + " SET v = v + 1 WHERE id = ? AND {{fence}}")
+			plain := s.Rebind("UPDATE " + table + " SET v = v + 1 WHERE id = ?")
+			// The job's write, one kind per round.
+			writes := []func(ctx context.Context, tok fence.Token) error{
+				func(ctx context.Context, tok fence.Token) error { _, err := s.Exec(ctx, tok, write, 1); return err },
+				func(ctx context.Context, tok fence.Token) error {
+					if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+						return fencepgx.InTx(ctx, s, d.Pool(), tok, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, plain, 1); return err })
+					}
+					return s.InTx(ctx, tok, func(tx *sql.Tx) error { _, err := tx.ExecContext(ctx, plain, 1); return err })
+				},
+				func(ctx context.Context, tok fence.Token) error {
+					if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+						_, err := fencepgx.Exec(ctx, s, d.Pool(), tok, write, 1)
+						return err
+					}
+					_, err := s.ExecIn(ctx, s.DB(), tok, write, 1)
+					return err
+				},
+			}
+			for round := 1; round <= len(writes); round++ {
 				name := "paused-" + strconv.Itoa(round)
 				var writeErr error
 				var helper func() string
@@ -58,7 +84,7 @@ func TestJobWriteAfterPauseIsDefinite(t *testing.T) {
 					tok, _ := fence.TokenFrom(ctx)
 					helper = stopUntilTakenOver(t, dsn, s.Prefix(), name)
 					// The first thing after the resume.
-					_, writeErr = s.Exec(ctx, tok, s.Rebind("UPDATE "+table+" SET v = v + 1 WHERE id = ? AND {{fence}}"), 1)
+					writeErr = writes[round-1](ctx, tok)
 					return writeErr
 				}, fence.WithTTL(time.Second))
 				if err != nil {
