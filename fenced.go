@@ -336,10 +336,24 @@ func (s *Store) inTx(ctx context.Context, lease string, fn func(tx *sql.Tx) erro
 		return s.wrap("begin", lease, err)
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
+		s.rollback(ctx, tx)
 		return err
 	}
 	return s.commit(ctx, tx, "commit", lease)
+}
+
+// rollback rolls tx, begun with ctx, back within ctx: once ctx has ended,
+// database/sql's watcher does it (or has); on MySQL as a statement
+// (driver.TxCommitter), since go-sql-driver's Rollback has no deadline.
+func (s *Store) rollback(ctx context.Context, tx *sql.Tx) {
+	if ctx.Err() != nil {
+		return
+	}
+	if c, ok := s.drv.(driver.TxCommitter); ok {
+		_ = c.RollbackTx(ctx, tx)
+		return
+	}
+	_ = tx.Rollback()
 }
 
 // commit commits tx, begun with ctx. Only a COMMIT that may have reached
@@ -348,23 +362,36 @@ func (s *Store) inTx(ctx context.Context, lease string, fn func(tx *sql.Tx) erro
 // database/sql/sql.go, Tx.Commit checks tx.ctx.Done() first), or
 // ErrTxDone once the watcher that ctx's end starts (Tx.awaitDone) has
 // rolled tx back: both are definite, and carry ctx's cause. The check
-// before the call also asks a Run job's keeper (notSent).
+// before the call also asks a Run job's keeper (notSent). When ctx has
+// ended, that watcher rolls tx back (or has), so it is left to it: on
+// MySQL a ROLLBACK has no deadline.
+//
+// On MySQL the COMMIT is a statement under ctx (driver.TxCommitter):
+// go-sql-driver's Tx.Commit has no deadline.
 func (s *Store) commit(ctx context.Context, tx *sql.Tx, op, lease string) error {
 	if err := notSent(ctx, op, lease); err != nil {
-		_ = tx.Rollback()
 		return err
 	}
-	err := tx.Commit()
+	c, viaDriver := s.drv.(driver.TxCommitter)
+	var err error
+	if viaDriver {
+		err = c.CommitTx(ctx, tx)
+	} else {
+		err = tx.Commit()
+	}
 	if err == nil {
 		return nil
 	}
+	ctxErr := ctx.Err()
 	// The same value, not errors.Is: a driver that sent the COMMIT and lost
-	// its answer to the cancellation wraps ctx's error in its own (pgx), and
-	// one whose connection an earlier cancellation closed returns ctx's
-	// error itself (go-sql-driver/mysql) without sending anything either.
-	if ctxErr := ctx.Err(); ctxErr != nil && (err == ctxErr || errors.Is(err, sql.ErrTxDone)) {
-		_ = tx.Rollback()
+	// its answer to the cancellation wraps ctx's error in its own (pgx).
+	// go-sql-driver returns ctx's error itself also after sending, which is
+	// why only database/sql's own Commit is judged by it.
+	if ctxErr != nil && (errors.Is(err, sql.ErrTxDone) || !viaDriver && err == ctxErr) {
 		return &notSentError{op: op, lease: lease, cause: context.Cause(ctx), err: ctxErr}
+	}
+	if viaDriver {
+		s.rollback(ctx, tx)
 	}
 	return s.wrapWrite(op, lease, err)
 }

@@ -81,7 +81,7 @@ func (s *Store) guardedTx(ctx context.Context, begin func(context.Context) (*sql
 	}
 	n, err := s.guardedStmt(ctx, tx, t, q, args)
 	if err != nil {
-		_ = tx.Rollback()
+		s.rollback(ctx, tx)
 		return 0, err
 	}
 	if err := s.commit(ctx, tx, "commit of fenced write", t.Lease); err != nil {

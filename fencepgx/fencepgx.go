@@ -99,16 +99,16 @@ func InTx(ctx context.Context, s *fence.Store, b Beginner, t fence.Token, fn fun
 			return fmt.Errorf("fence: begin for lease %q: %w", t.Lease, err)
 		}
 		if err := CheckTx(ctx, s, tx, t); err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			_ = tx.Rollback(ctx)
 			return err
 		}
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = tx.Rollback(ctx)
 		return err
 	}
 	if err := notSent(ctx, "commit", t); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = tx.Rollback(ctx)
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -135,6 +135,12 @@ func notSent(ctx context.Context, op string, t fence.Token) error {
 	}
 	return fmt.Errorf("fence: %s of lease %q not sent, its context had ended: %w", op, t.Lease, err)
 }
+
+// Every rollback here runs within ctx: pgx's Rollback has no deadline of
+// its own, and on a server that stopped answering one under
+// context.WithoutCancel(ctx) waited for TCP to give up. Once ctx has
+// ended, pgx does not send it and closes the connection instead, which
+// ends the transaction on the server.
 
 // batchSender is what InTx sends its BEGIN and check on: *pgxpool.Pool,
 // *pgxpool.Conn and *pgx.Conn.
@@ -202,7 +208,7 @@ func beginChecked(ctx context.Context, s *fence.Store, bs batchSender, t fence.T
 	if tx != nil {
 		// Also after a failed BEGIN: pgx has then closed tx, and its
 		// Rollback only gives a pooled connection back.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = tx.Rollback(ctx)
 	}
 	if beginErr != nil {
 		return nil, fmt.Errorf("fence: begin for lease %q: %w", t.Lease, beginErr)
