@@ -226,6 +226,26 @@ func TestBlackHoleCallsKeepTheirDeadline(t *testing.T) {
 			_, err := e.s.StartRun(ctx, tok, nil)
 			return err
 		}},
+		{name: "finish-run", setup: acquireMine, call: func(ctx context.Context, e *env, tok fence.Token) error {
+			id, err := e.s.StartRun(context.Background(), tok, nil)
+			if err != nil {
+				return err
+			}
+			e.p.hole()
+			return e.s.FinishRun(ctx, tok, id, fence.Completion{})
+		}},
+		{name: "renew-batch", holeFirst: true, setup: acquireMine, call: func(ctx context.Context, e *env, tok fence.Token) error {
+			_, err := e.s.RenewBatch(ctx, []fence.Token{tok}, time.Minute)
+			return err
+		}},
+		{name: "revoke", holeFirst: true, setup: acquireMine, call: func(ctx context.Context, e *env, tok fence.Token) error {
+			_, err := e.s.Revoke(ctx, tok.Lease)
+			return err
+		}},
+		{name: "is-held", holeFirst: true, setup: acquireMine, call: func(ctx context.Context, e *env, tok fence.Token) error {
+			_, err := e.s.IsHeld(ctx, tok)
+			return err
+		}},
 		{name: "intx-hole-first", holeFirst: true, setup: acquireMine, call: func(ctx context.Context, e *env, tok fence.Token) error {
 			if e.pool != nil {
 				return fencepgx.InTx(ctx, e.s, e.pool, tok, func(pgx.Tx) error { return nil })
