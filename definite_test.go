@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fencedsn"
+	"github.com/fencekit/fence/fencepgx"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/internal/teststore"
 	"github.com/fencekit/fence/mysql"
@@ -46,6 +49,11 @@ func TestEndedContextIsDefinite(t *testing.T) {
 		lostCause := &fence.LostError{Lease: "job", Fence: tok.Token.Fence, Reason: fence.LostSuperseded, Op: "renew"}
 		dead, cancel := context.WithCancelCause(ctx)
 		cancel(lostCause)
+		// The runner's cause at the renew deadline, after a renewal whose
+		// outcome was unknown: the calls refused on it are still definite.
+		unproven, cancel3 := context.WithCancelCause(ctx)
+		cancel3(&fence.UnprovenError{Token: tok.Token, Deadline: time.Second,
+			Last: &fence.AmbiguousError{Op: "renew", Lease: "job", Err: context.DeadlineExceeded}})
 		expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		defer cancel2()
 		calls := map[string]func(ctx context.Context) error{
@@ -66,10 +74,65 @@ func TestEndedContextIsDefinite(t *testing.T) {
 			"mark lost":  func(ctx context.Context) error { return s.MarkRunLost(ctx, id, tok.Token.Fence, "x") },
 			"sweep":      func(ctx context.Context) error { _, err := s.SweepRuns(ctx); return err },
 		}
+		write := s.Rebind("UPDATE " + table + " SET v = v + 1 WHERE id = ? AND {{fence}}")
+		calls["exec with"] = func(ctx context.Context) error {
+			_, err := s.ExecWith(ctx, tok.Token, func(ctx context.Context, q string, args []any) (int64, error) {
+				return exec(ctx, s, q, args...)
+			}, write, 1)
+			return err
+		}
+		if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+			p := d.Pool()
+			calls["fencepgx exec"] = func(ctx context.Context) error {
+				_, err := fencepgx.Exec(ctx, s, p, tok.Token, write, 1)
+				return err
+			}
+			calls["fencepgx in tx"] = func(ctx context.Context) error {
+				return fencepgx.InTx(ctx, s, p, tok.Token, func(pgx.Tx) error { return nil })
+			}
+			calls["fencepgx in tx (begin)"] = func(ctx context.Context) error {
+				c, err := p.Acquire(context.Background())
+				if err != nil {
+					return err
+				}
+				defer c.Release()
+				// A *pgx.Conn wrapped so that InTx begins it with Begin,
+				// then checks: its other path.
+				return fencepgx.InTx(ctx, s, beginOnly{c}, tok.Token, func(pgx.Tx) error { return nil })
+			}
+			calls["fencepgx check tx"] = func(ctx context.Context) error {
+				tx, err := p.Begin(context.Background())
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(context.Background())
+				return fencepgx.CheckTx(ctx, s, tx, tok.Token)
+			}
+		} else {
+			calls["exec in"] = func(ctx context.Context) error {
+				_, err := s.ExecIn(ctx, s.DB(), tok.Token, write, 1)
+				return err
+			}
+			calls["in tx"] = func(ctx context.Context) error {
+				return s.InTx(ctx, tok.Token, func(*sql.Tx) error { return nil })
+			}
+			calls["check tx"] = func(ctx context.Context) error {
+				tx, err := s.DB().BeginTx(context.Background(), nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				return s.CheckTx(ctx, tx, tok.Token)
+			}
+		}
 		for name, call := range calls {
 			err := call(dead)
 			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrLost) || !errors.Is(err, context.Canceled) {
 				t.Errorf("%s with a context cancelled (cause ErrLost) before the call: %v; want a definite error wrapping ErrLost and context.Canceled", name, err)
+			}
+			err = call(unproven)
+			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrUnproven) || !errors.Is(err, fence.ErrLost) {
+				t.Errorf("%s with a context cancelled at the renew deadline after an unknown renewal: %v; want a definite error wrapping ErrUnproven", name, err)
 			}
 			err = call(expired)
 			if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, context.DeadlineExceeded) {
@@ -353,3 +416,79 @@ func TestFinishRunIsIdempotent(t *testing.T) {
 		}
 	})
 }
+
+// A transaction whose context ends before its COMMIT was sent did not
+// commit: InTx's error is definite, wraps the context's cause and names the
+// lease, and the transaction's write is gone. Before, database/sql's
+// Tx.Commit returned the bare context error (it checks the context before
+// asking the driver, and its watcher rolls the transaction back) and InTx
+// reported it as ErrAmbiguous, with no lease in the message. The same for
+// fencepgx.InTx on pgx's own pool.
+func TestTxEndedBeforeCommitIsDefinite(t *testing.T) {
+	teststore.EachOf(t, teststore.WithPgx(), func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		l, err := s.Acquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := l.Token
+		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := exec(ctx, s, q); return err })
+		if _, err := exec(ctx, s, "INSERT INTO "+table+" (id, v) VALUES (1, 0)"); err != nil {
+			t.Fatal(err)
+		}
+		update := s.Rebind("UPDATE " + table + " SET v = v + 1 WHERE id = ?")
+		// inTx runs the store's fenced transaction with a write, then end
+		// (which ends ctx) before the commit.
+		inTx := func(ctx context.Context, end func()) error {
+			if d, ok := s.Driver().(*postgres.Driver); ok && d.Pool() != nil {
+				return fencepgx.InTx(ctx, s, d.Pool(), tok, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, update, 1); err != nil {
+						return err
+					}
+					end()
+					return nil
+				})
+			}
+			return s.InTx(ctx, tok, func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, update, 1); err != nil {
+					return err
+				}
+				end()
+				return nil
+			})
+		}
+		cause := &fence.LostError{Lease: "job", Fence: tok.Fence, Reason: fence.LostSuperseded, Op: "renew"}
+		cctx, cancel := context.WithCancelCause(ctx)
+		err = inTx(cctx, func() { cancel(cause) })
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, fence.ErrLost) ||
+			!errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `"job"`) {
+			t.Errorf("InTx cancelled (cause ErrLost) before its commit: %v; want a definite error naming the lease, wrapping ErrLost and context.Canceled", err)
+		}
+		// A deadline that passes while fn runs.
+		dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer dcancel()
+		err = inTx(dctx, func() { <-dctx.Done() })
+		if err == nil || errors.Is(err, fence.ErrAmbiguous) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("InTx whose deadline passed before its commit: %v; want a definite error wrapping context.DeadlineExceeded", err)
+		}
+		// Neither committed: the row is as it was, and the lease is free
+		// of the transactions' locks.
+		if n, err := exec(ctx, s, "UPDATE "+table+" SET v = v WHERE id = 1 AND v = 0"); err != nil || n != 1 {
+			t.Errorf("a transaction whose commit was never sent changed the row (%d rows still at 0): %v", n, err)
+		}
+		if _, err := s.Renew(ctx, tok, time.Minute); err != nil {
+			t.Errorf("renew after the transactions: %v", err)
+		}
+	})
+}
+
+// beginOnly is a pgx connection that offers only Begin, so fencepgx.InTx
+// begins and checks in two round trips.
+type beginOnly struct {
+	c interface {
+		Begin(ctx context.Context) (pgx.Tx, error)
+	}
+}
+
+func (b beginOnly) Begin(ctx context.Context) (pgx.Tx, error) { return b.c.Begin(ctx) }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fencekit/fence/internal/keep"
 )
 
 // ElectionCallbacks are what Elect calls as leadership comes and goes. Elect
@@ -203,7 +205,7 @@ func (e *election) lead(ctx context.Context, l Lease, acquiredAt time.Time) (err
 	e.observe(LeaseInfo{Name: t.Lease, State: StateHeld, Owner: t.Owner, Holder: e.s.Holder(), Fence: t.Fence})
 
 	lctx := context.WithValue(k.Context(), tokenKey, t)
-	lctx = context.WithValue(lctx, keeperKey, k)
+	lctx = keep.NewContext(lctx, k)
 	p := callLeader(lctx, t, e.cb.OnStartedLeading)
 	if p == nil {
 		// A callback that returned early keeps the term until it ends.

@@ -253,7 +253,7 @@ func (s *Store) InTx(ctx context.Context, t Token, fn func(tx *sql.Tx) error) er
 	if err := validateToken(t); err != nil {
 		return err
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, t.Lease, func(tx *sql.Tx) error {
 		// The transaction is InTx's own and nothing ran in it yet: the
 		// lock is at its top level, so the plain check does.
 		if err := s.checkTx(ctx, tx, t, false); err != nil {
@@ -300,6 +300,9 @@ func (s *Store) checkTx(ctx context.Context, tx *sql.Tx, t Token, caller bool) (
 	if tx == nil {
 		return fmt.Errorf("%w: CheckTx needs the caller's *sql.Tx, got nil", ErrInvalid)
 	}
+	if err := notSent(ctx, "fenced transaction", t.Lease); err != nil {
+		return err
+	}
 	lock := s.drv.LockTx
 	top, isTop := s.drv.(driver.TopLocker)
 	if caller && isTop {
@@ -345,6 +348,9 @@ func (s *Store) CheckWith(ctx context.Context, t Token, query func(ctx context.C
 	if !ok || query == nil {
 		return fmt.Errorf("%w: CheckWith needs a PostgreSQL store and a query function; use CheckTx on %s", ErrInvalid, s.dialect)
 	}
+	if err := notSent(ctx, "fenced transaction", t.Lease); err != nil {
+		return err
+	}
 	q, args := l.LockSQL(tp(t))
 	held, err := query(ctx, q, args)
 	if err != nil {
@@ -359,25 +365,76 @@ func (s *Store) CheckWith(ctx context.Context, t Token, query func(ctx context.C
 	return nil
 }
 
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, lease string, fn func(tx *sql.Tx) error) error {
 	if s.db == nil {
 		return fmt.Errorf("%w: this store's driver runs on a pgx pool (postgres.NewPool), not database/sql: use fencepgx.InTx", ErrInvalid)
 	}
-	if err := notSent(ctx, "begin", ""); err != nil {
+	if err := notSent(ctx, "begin", lease); err != nil {
 		return err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return s.wrap("begin", "", err)
+		return s.wrap("begin", lease, err)
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
+		s.rollback(ctx, tx)
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return s.wrapWrite("commit", "", err)
+	return s.commit(ctx, tx, "commit", lease)
+}
+
+// rollback rolls tx, begun with ctx, back within ctx: once ctx has ended,
+// database/sql's watcher does it (or has); on MySQL as a statement
+// (driver.TxCommitter), since go-sql-driver's Rollback has no deadline.
+func (s *Store) rollback(ctx context.Context, tx *sql.Tx) {
+	if ctx.Err() != nil {
+		return
 	}
-	return nil
+	if c, ok := s.drv.(driver.TxCommitter); ok {
+		_ = c.RollbackTx(ctx, tx)
+		return
+	}
+	_ = tx.Rollback()
+}
+
+// commit commits tx, begun with ctx. Only a COMMIT that may have reached
+// the server has an unknown outcome. When ctx has ended, database/sql's
+// Tx.Commit returns ctx.Err() without asking the driver (Go 1.26
+// database/sql/sql.go, Tx.Commit checks tx.ctx.Done() first), or
+// ErrTxDone once the watcher that ctx's end starts (Tx.awaitDone) has
+// rolled tx back: both are definite, and carry ctx's cause. The check
+// before the call also asks a Run job's keeper (notSent). When ctx has
+// ended, that watcher rolls tx back (or has), so it is left to it: on
+// MySQL a ROLLBACK has no deadline.
+//
+// On MySQL the COMMIT is a statement under ctx (driver.TxCommitter):
+// go-sql-driver's Tx.Commit has no deadline.
+func (s *Store) commit(ctx context.Context, tx *sql.Tx, op, lease string) error {
+	if err := notSent(ctx, op, lease); err != nil {
+		return err
+	}
+	c, viaDriver := s.drv.(driver.TxCommitter)
+	var err error
+	if viaDriver {
+		err = c.CommitTx(ctx, tx)
+	} else {
+		err = tx.Commit()
+	}
+	if err == nil {
+		return nil
+	}
+	ctxErr := ctx.Err()
+	// The same value, not errors.Is: a driver that sent the COMMIT and lost
+	// its answer to the cancellation wraps ctx's error in its own (pgx).
+	// go-sql-driver returns ctx's error itself also after sending, which is
+	// why only database/sql's own Commit is judged by it.
+	if ctxErr != nil && (errors.Is(err, sql.ErrTxDone) || !viaDriver && err == ctxErr) {
+		return &notSentError{op: op, lease: lease, cause: context.Cause(ctx), err: ctxErr}
+	}
+	if viaDriver {
+		s.rollback(ctx, tx)
+	}
+	return s.wrapWrite(op, lease, err)
 }
 
 // ErrStale is wrapped by ExecResource's error when the protected row already

@@ -158,7 +158,6 @@ const (
 	tokenKey ctxKey = iota
 	runIDKey
 	resultKey
-	keeperKey
 )
 
 // LapseTime returns the local time at which the lease a Job (or a leader,
@@ -169,7 +168,7 @@ const (
 // now. Work that must not outlive the lease (a child process, an external
 // call) has to be stopped before then.
 func LapseTime(ctx context.Context) (time.Time, bool) {
-	k, ok := ctx.Value(keeperKey).(*keep.Keeper)
+	k, ok := keep.FromContext(ctx)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -236,7 +235,17 @@ func (e *UnprovenError) Error() string {
 
 // Is makes errors.Is true for ErrUnproven and ErrLost.
 func (e *UnprovenError) Is(target error) bool { return target == ErrUnproven || target == ErrLost }
-func (e *UnprovenError) Unwrap() error        { return e.Last }
+
+// Unwrap gives the last renewal error, but not as ErrAmbiguous when that
+// renewal's outcome was unknown (its message still says so): this error
+// is the cause of a job's context and so of every call refused on it, and
+// a call refused before it was sent is definite.
+func (e *UnprovenError) Unwrap() error {
+	if a, ok := e.Last.(*AmbiguousError); ok {
+		return a.Err
+	}
+	return e.Last
+}
 
 // Whether a stall ends as Lost or Rejected depends on who notices first: the
 // renewal keeper (Lost, the job's context cancelled) or the fenced completion
@@ -359,7 +368,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 	jctx := context.WithValue(k.Context(), tokenKey, t)
 	jctx = context.WithValue(jctx, runIDKey, id)
 	jctx = context.WithValue(jctx, resultKey, box)
-	jctx = context.WithValue(jctx, keeperKey, k)
+	jctx = keep.NewContext(jctx, k)
 
 	if c.onStarted != nil {
 		c.onStarted(jctx, t)

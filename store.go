@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence/internal/driver"
+	"github.com/fencekit/fence/internal/keep"
 )
 
 // Dialect names a supported database.
@@ -825,7 +826,17 @@ func clientArgError(err error) bool {
 // database/sql returns the bare context error both when it never sent the
 // statement and when the context ended while waiting for the reply, so only
 // a check before the call can tell the two apart.
+//
+// A context of a Run job or an Elect leader is over as soon as its renew
+// deadline has passed, even if the runner's timer has not yet cancelled
+// it: a process resumed after a pause past its TTL runs the job's next
+// statement before that timer, and the statement would then be cancelled
+// in flight, its outcome unknown. The keeper is asked first (keep.Check),
+// so the write is refused unsent, with the runner's cause.
 func notSent(ctx context.Context, op, lease string) error {
+	if k, ok := keep.FromContext(ctx); ok {
+		k.Check()
+	}
 	if ctx.Err() == nil {
 		return nil
 	}
@@ -841,7 +852,7 @@ type notSentError struct {
 
 func (e *notSentError) Error() string {
 	if e.lease != "" {
-		return fmt.Sprintf("fence: %s %q not sent, its context had ended: %v", e.op, e.lease, e.cause)
+		return fmt.Sprintf("fence: %s of lease %q not sent, its context had ended: %v", e.op, e.lease, e.cause)
 	}
 	return fmt.Sprintf("fence: %s not sent, its context had ended: %v", e.op, e.cause)
 }

@@ -81,11 +81,11 @@ func (s *Store) guardedTx(ctx context.Context, begin func(context.Context) (*sql
 	}
 	n, err := s.guardedStmt(ctx, tx, t, q, args)
 	if err != nil {
-		_ = tx.Rollback()
+		s.rollback(ctx, tx)
 		return 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, s.wrapWrite("commit of fenced write", t.Lease, err)
+	if err := s.commit(ctx, tx, "commit of fenced write", t.Lease); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

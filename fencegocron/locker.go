@@ -124,7 +124,9 @@ func (l *Locker) Job(fn JobFunc) func(ctx context.Context) error {
 			}
 			lk.setJobErr(err)
 		}()
-		err = fn(lk.k.Context(), lk.tok)
+		// Carrying the keeper, so that the store's writes on it are refused
+		// unsent from the renew deadline on, even before the keeper's timer ran.
+		err = fn(keep.NewContext(lk.k.Context(), lk.k), lk.tok)
 		if err == nil {
 			if lost := lk.k.Lost(); lost != nil {
 				return fmt.Errorf("fencegocron: job finished after its lease was lost; its unfenced effects may overlap a newer run: %w", lost)

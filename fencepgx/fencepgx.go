@@ -25,6 +25,7 @@ import (
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/driver"
+	"github.com/fencekit/fence/internal/keep"
 )
 
 // Execer is what a fenced write runs on: pgx.Tx, *pgx.Conn, *pgxpool.Pool
@@ -84,6 +85,9 @@ func InTx(ctx context.Context, s *fence.Store, b Beginner, t fence.Token, fn fun
 	if err := t.Validate(); err != nil {
 		return err
 	}
+	if err := notSent(ctx, "begin", t); err != nil {
+		return err
+	}
 	var tx pgx.Tx
 	if bs != nil {
 		tx, err = beginChecked(ctx, s, bs, t)
@@ -96,19 +100,48 @@ func InTx(ctx context.Context, s *fence.Store, b Beginner, t fence.Token, fn fun
 			return fmt.Errorf("fence: begin for lease %q: %w", t.Lease, err)
 		}
 		if err := CheckTx(ctx, s, tx, t); err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			_ = tx.Rollback(ctx)
 			return err
 		}
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	if err := notSent(ctx, "commit", t); err != nil {
+		_ = tx.Rollback(ctx)
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return commitError(t, err)
+		return commitError(ctx, t, err)
 	}
 	return nil
 }
+
+// notSent is fence's refusal of a call whose context has ended (a Run
+// job's context as soon as its renew deadline passed, before the
+// runner's timer cancels it): nothing is sent, the error is definite and
+// wraps the context's cause (ErrLost for a job whose lease was lost) and
+// its error.
+func notSent(ctx context.Context, op string, t fence.Token) error {
+	if k, ok := keep.FromContext(ctx); ok {
+		k.Check()
+	}
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != err {
+		return fmt.Errorf("fence: %s of lease %q not sent, its context had ended: %w (%w)", op, t.Lease, cause, err)
+	}
+	return fmt.Errorf("fence: %s of lease %q not sent, its context had ended: %w", op, t.Lease, err)
+}
+
+// Every rollback here runs within ctx: pgx's Rollback has no deadline of
+// its own, and on a server that stopped answering one under
+// context.WithoutCancel(ctx) waited for TCP to give up. Once ctx has
+// ended, pgx does not send it and closes the connection instead, which
+// ends the transaction on the server.
 
 // batchSender is what InTx sends its BEGIN and check on: *pgxpool.Pool,
 // *pgxpool.Conn and *pgx.Conn.
@@ -185,7 +218,7 @@ func beginChecked(ctx context.Context, s *fence.Store, bs batchSender, t fence.T
 	if tx != nil {
 		// Also after a failed BEGIN: pgx has then closed tx, and its
 		// Rollback only gives a pooled connection back.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = tx.Rollback(ctx)
 	}
 	if beginErr != nil {
 		return nil, fmt.Errorf("fence: begin for lease %q: %w", t.Lease, beginErr)
@@ -198,8 +231,13 @@ func beginChecked(ctx context.Context, s *fence.Store, bs batchSender, t fence.T
 // transaction a failed statement had aborted, pgx.ErrTxCommitRollback) or a
 // request pgx knows it never sent rolled back; anything else may have
 // committed.
-func commitError(t fence.Token, err error) error {
+func commitError(ctx context.Context, t fence.Token, err error) error {
 	var pe *pgconn.PgError
+	if pgconn.SafeToRetry(err) && ctx.Err() != nil {
+		// ctx ended after the check before Commit: pgx did not send it
+		// (and closed the connection, which rolls the transaction back).
+		return notSent(ctx, "commit", t)
+	}
 	if errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
 		return fmt.Errorf("fence: commit of lease %q fence %d: %w", t.Lease, t.Fence, err)
 	}

@@ -532,7 +532,7 @@ func (d *Driver) LeaseRaiseFences(ctx context.Context, floor int64) (used int64,
 			return 0, nil, fmt.Errorf("mysql: raise %q: %d rows changed (%v), want 1", r.Name, n, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return 0, nil, afterWrite(err)
 	}
 	for _, r := range raised {

@@ -35,7 +35,8 @@ func (d *Driver) runStart(ctx context.Context, p driver.StartRunParams) (int64, 
 	if err != nil {
 		return 0, false, err
 	}
-	defer tx.Rollback()
+	committed := false
+	defer rollbackUnless(tx, &committed)
 	t := p.Token
 	if g {
 		if ok, err := d.galeraGuard(ctx, tx, t); err != nil || !ok {
@@ -56,9 +57,10 @@ func (d *Driver) runStart(ctx context.Context, p driver.StartRunParams) (int64, 
 	if _, err := tx.ExecContext(ctx, d.q["run_abandon"], t.Fence, t.Name, t.Fence); err != nil {
 		return 0, false, err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return 0, false, err
 	}
+	committed = true
 	return id, true, nil
 }
 
@@ -81,7 +83,8 @@ func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool,
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback()
+		committed := false
+		defer rollbackUnless(tx, &committed)
 		if ok, err = d.galeraGuard(ctx, tx, t); err != nil || !ok {
 			return err
 		}
@@ -96,10 +99,11 @@ func (d *Driver) RunFinish(ctx context.Context, p driver.FinishRunParams) (bool,
 		if ok = n > 0; !ok {
 			return nil // the rollback undoes the guard's bump
 		}
-		if err := tx.Commit(); err != nil {
+		if err := commit(ctx, tx); err != nil {
 			ok = false
 			return err
 		}
+		committed = true
 		return nil
 	})
 	return ok, err
@@ -149,7 +153,8 @@ func (d *Driver) runSweepGalera(ctx context.Context) (int64, error) {
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback()
+		committed := false
+		defer rollbackUnless(tx, &committed)
 		var now int64
 		if err := tx.QueryRowContext(ctx, d.q["now"]).Scan(&now); err != nil {
 			return err
@@ -164,7 +169,11 @@ func (d *Driver) runSweepGalera(ctx context.Context) (int64, error) {
 		if n, err = res.RowsAffected(); err != nil {
 			return err
 		}
-		return tx.Commit()
+		if err := commit(ctx, tx); err != nil {
+			return err
+		}
+		committed = true
+		return nil
 	})
 	return n, err
 }

@@ -45,7 +45,7 @@ const hubLinger = 10 * time.Second
 type hub struct {
 	d *Driver
 
-	mu      sync.Mutex
+	mu      ctxMutex
 	names   map[string]*watched
 	up      bool
 	gen     int                // incremented on every start and stop
@@ -69,10 +69,19 @@ type watched struct {
 // is not reported: acquire after WatchRelease, not before. When the hub
 // cannot connect, wake stays silent (the caller's own timer applies) and the
 // hub keeps trying while anyone watches.
+//
+// Neither call waits past ctx for the network: WatchRelease's round trips
+// run within ctx, and so does its wait for the hub while another caller's
+// round trips hold it (then wake stays silent); stop returns at once and
+// leaves the unlock, which can wait up to 5 s on a server that stopped
+// answering, to a goroutine. Before, AcquireWait with a 1.2 s deadline
+// returned after 6.2 s when the server stopped answering during its wait.
 func (d *Driver) WatchRelease(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
 	h := d.hub()
 	ch := make(chan struct{}, 1)
-	h.mu.Lock()
+	if !h.mu.LockCtx(ctx) {
+		return ch, func() {}
+	}
 	defer h.mu.Unlock()
 	if h.linger != nil {
 		h.linger.Stop()
@@ -95,12 +104,38 @@ func (d *Driver) WatchRelease(ctx context.Context, name string) (wake <-chan str
 		}
 	}
 	var once sync.Once
-	return ch, func() { once.Do(func() { h.unwatch(name, ch) }) }
+	return ch, func() { once.Do(func() { go h.unwatch(name, ch) }) }
 }
 
 func (d *Driver) hub() *hub {
-	d.hubOnce.Do(func() { d.h = &hub{d: d, names: map[string]*watched{}} })
+	d.hubOnce.Do(func() { d.h = &hub{d: d, names: map[string]*watched{}, mu: newCtxMutex()} })
 	return d.h
+}
+
+// ctxMutex is a mutex whose Lock can give up when a context ends: the hub
+// makes round trips while it holds its lock, and a waiter must not wait
+// past its own deadline for another's.
+type ctxMutex struct{ ch chan struct{} }
+
+func newCtxMutex() ctxMutex { return ctxMutex{ch: make(chan struct{}, 1)} }
+
+func (m ctxMutex) Lock() { m.ch <- struct{}{} }
+
+func (m ctxMutex) Unlock() { <-m.ch }
+
+// LockCtx locks m, or returns false once ctx has ended.
+func (m ctxMutex) LockCtx(ctx context.Context) bool {
+	select {
+	case m.ch <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case m.ch <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (h *hub) channel() string { return h.d.prefix + "release" }

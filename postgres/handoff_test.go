@@ -112,3 +112,31 @@ func TestWatchReleaseAfterStop(t *testing.T) {
 		t.Fatal("release did not wake the watcher after a restart of the hub")
 	}
 }
+
+// A waiter does not wait past its own deadline for the hub while another
+// caller's round trips hold it (here: the test holds it): WatchRelease
+// gives up on the watch, silently, when ctx ends. Before, it waited on a
+// plain mutex, up to the other caller's 10 s connect or 5 s unlock on a
+// server that stopped answering.
+func TestWatchReleaseWaitsForTheHubOnlyWithinCtx(t *testing.T) {
+	d := newDriver(t)
+	h := d.hub()
+	h.mu.Lock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, stop := d.WatchRelease(ctx, "job")
+		stop()
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WatchRelease waited for the hub 30 s past its 200 ms deadline")
+	}
+	h.mu.Unlock()
+	if len(h.names) != 0 {
+		t.Errorf("a watch that gave up left %d names registered", len(h.names))
+	}
+}

@@ -183,6 +183,19 @@ type StatementChecker interface {
 	CheckOneStatement(q string) error
 }
 
+// TxCommitter is an optional interface of a Driver whose database/sql
+// client sends COMMIT with no deadline: go-sql-driver/mysql's Tx.Commit
+// has no context (its watcher covers BeginTx and each statement, not the
+// COMMIT), so a server that stopped answering held a commit until TCP gave
+// up. CommitTx commits tx, begun with ctx, within ctx; after it the
+// transaction is over for the server, and tx is released or being
+// released. A context error from it may come after the COMMIT was sent.
+// RollbackTx is Tx.Rollback within ctx, for the same reason.
+type TxCommitter interface {
+	CommitTx(ctx context.Context, tx *sql.Tx) error
+	RollbackTx(ctx context.Context, tx *sql.Tx) error
+}
+
 // Driver is implemented by each database package.
 type Driver interface {
 	// Dialect names the SQL dialect: "sqlite", "postgres" or "mysql".

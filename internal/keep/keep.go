@@ -64,6 +64,9 @@ type Keeper struct {
 	lost    error         // why authority ended; nil while it holds
 	stopped bool
 	timer   *time.Timer
+	// notified is closed once OnLost has returned; nil until authority
+	// ends.
+	notified chan struct{}
 }
 
 // Start starts renewing a lease acquired at acquiredAt, the local time
@@ -113,13 +116,33 @@ func (k *Keeper) LapseTime() time.Time {
 	return time.Now().Add(k.lastOK + k.c.TTL - boottime.Now())
 }
 
+// Check ends authority at once if the renew deadline has passed, as the
+// deadline timer does when it runs, and returns why authority ended (nil
+// while it holds; then Context is not done by the keeper). Call it just
+// before acting under the lease: after a pause (a stopped process, a
+// suspended host, a starved scheduler) the holder's goroutine can run
+// before the timer's, and would otherwise act on a context that is about
+// to be cancelled. OnLost is then called on a goroutine of its own, never
+// on the caller's, and Stop waits for it.
+func (k *Keeper) Check() error {
+	k.mu.Lock()
+	late := k.lost == nil && !k.stopped && boottime.Now()-k.lastOK >= k.c.Deadline
+	last := k.lastErr
+	k.mu.Unlock()
+	if late {
+		k.lose(k.c.Unproven(last), true)
+	}
+	return k.Lost()
+}
+
 // Stop ends the renewals, waits for the loop to return (a renewal in
 // flight is let finish, within its call timeout: aborting it would cost
-// some drivers the connection the caller's next statement needs), then
-// cancels Context with cause. It returns why authority was lost — including a
-// deadline that passed before the timer could say so — or nil if the lease
-// is still held as far as the keeper knows; then the caller releases or
-// keeps it. Only the first call stops; later ones return the same.
+// some drivers the connection the caller's next statement needs) and for
+// OnLost to return, then cancels Context with cause. It returns why
+// authority was lost — including a deadline that passed before the timer
+// could say so — or nil if the lease is still held as far as the keeper
+// knows; then the caller releases or keeps it. Only the first call stops;
+// later ones return the same.
 func (k *Keeper) Stop(cause error) error {
 	k.quitOnce.Do(func() { close(k.quit) })
 	<-k.exited
@@ -129,27 +152,42 @@ func (k *Keeper) Stop(cause error) error {
 	}
 	k.stopped = true
 	k.timer.Stop()
-	lost := k.lost
+	lost, notified := k.lost, k.notified
 	k.mu.Unlock()
+	if notified != nil {
+		<-notified
+	}
 	k.cancel(cause)
 	return lost
 }
 
-// lose ends authority once, with cause.
-func (k *Keeper) lose(cause error) {
+// lose ends authority once, with cause, and calls OnLost: on a goroutine
+// of its own when async (Check, on the holder's goroutine), else on the
+// caller's (the timer's or the renew loop's).
+func (k *Keeper) lose(cause error, async bool) {
 	k.mu.Lock()
 	first := k.lost == nil && !k.stopped
+	notified := make(chan struct{})
 	if first {
 		k.lost = cause
 		k.timer.Stop()
+		k.notified = notified
 	}
 	k.mu.Unlock()
 	if !first {
 		return
 	}
 	k.cancel(cause)
-	if k.c.OnLost != nil {
-		k.c.OnLost(cause)
+	notify := func() {
+		defer close(notified)
+		if k.c.OnLost != nil {
+			k.c.OnLost(cause)
+		}
+	}
+	if async {
+		go notify()
+	} else {
+		notify()
 	}
 }
 
@@ -181,7 +219,7 @@ func (k *Keeper) checkDeadline() {
 	last := k.lastErr
 	k.mu.Unlock()
 	if late {
-		k.lose(k.c.Unproven(last))
+		k.lose(k.c.Unproven(last), false)
 		return
 	}
 	k.armDeadline()
@@ -225,7 +263,7 @@ func (k *Keeper) run(ctx context.Context) {
 			next = k.c.RenewEvery
 		case k.c.Refused(err):
 			// The database said no: final, never retried.
-			k.lose(err)
+			k.lose(err, false)
 			return
 		default:
 			// Transient (timeout, dropped connection): retry soon, while
@@ -240,4 +278,18 @@ func (k *Keeper) run(ctx context.Context) {
 			next = max(k.c.RenewEvery/4, 10*time.Millisecond)
 		}
 	}
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying k, for FromContext: the holder's
+// context, so that a call made under the lease can Check it first.
+func NewContext(ctx context.Context, k *Keeper) context.Context {
+	return context.WithValue(ctx, ctxKey{}, k)
+}
+
+// FromContext returns the keeper NewContext put in ctx.
+func FromContext(ctx context.Context) (*Keeper, bool) {
+	k, ok := ctx.Value(ctxKey{}).(*Keeper)
+	return k, ok
 }

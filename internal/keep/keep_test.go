@@ -3,6 +3,7 @@ package keep
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,5 +97,42 @@ func TestRenewsUntilStopped(t *testing.T) {
 	}
 	if lapse := k.LapseTime(); time.Until(lapse) > 3*time.Second || time.Until(lapse) < time.Second {
 		t.Errorf("lapse time %v ahead; want within the TTL, past the deadline", time.Until(lapse))
+	}
+}
+
+// Check ends authority once the deadline has passed even if the deadline
+// timer has not run (here: started past its deadline, on one P, so the
+// timer cannot run before Check), and calls OnLost on a goroutine of its
+// own: the holder calls Check on its way into a write and must not run the
+// holder's callback there. Stop waits for OnLost.
+func TestCheckAtTheDeadline(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	release := make(chan struct{})
+	var lost atomic.Int32
+	c := config(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, &lost)
+	c.OnLost = func(error) { <-release; lost.Add(1) }
+	held := Start(context.Background(), c, time.Now())
+	if err := held.Check(); err != nil || held.Context().Err() != nil {
+		t.Fatalf("Check within the deadline: %v, context %v; want nil", err, held.Context().Err())
+	}
+	close(release)
+	held.Stop(nil)
+
+	release = make(chan struct{})
+	k := Start(context.Background(), c, time.Now().Add(-2*time.Second))
+	err := k.Check()
+	if !errors.Is(err, errUnproven) || !errors.Is(context.Cause(k.Context()), errUnproven) {
+		t.Fatalf("Check past the deadline: %v, cause %v; want unproven", err, context.Cause(k.Context()))
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- k.Stop(nil) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while OnLost was still running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-stopped; !errors.Is(err, errUnproven) || lost.Load() != 1 {
+		t.Errorf("Stop = %v, OnLost %d times; want unproven, once", err, lost.Load())
 	}
 }
