@@ -79,7 +79,7 @@ func keywordColumnShapes(t *testing.T, b Backend) {
 			reset(t)
 			name := "kw"
 			tok := mustAcquire(t, s, name, long)
-			n, err := s.Exec(ctx, tok, text, args...)
+			_, err := s.Exec(ctx, tok, text, args...)
 			if errors.Is(err, fence.ErrInvalid) {
 				refused++
 				if _, err := s.Revoke(ctx, name); err != nil {
@@ -102,7 +102,7 @@ func keywordColumnShapes(t *testing.T, b Backend) {
 			}
 			reset(t)
 			before := tablesSnapshot(t, s, tbl)
-			n, err = s.Exec(ctx, tok, text, args...)
+			n, err := s.Exec(ctx, tok, text, args...)
 			if n != 0 || err == nil {
 				t.Errorf("stale token: n=%d err=%v", n, err)
 			}

@@ -187,7 +187,7 @@ func oracleCatches(t *testing.T, b Backend) {
 
 	// run runs q with tok in a transaction that is rolled back, and says
 	// whether the tables changed inside it.
-	run := func(t *testing.T, c oracleCatch, q string, tok fence.Token) (n int64, err error, changed bool, diff string) {
+	run := func(t *testing.T, c oracleCatch, q string, tok fence.Token) (n int64, changed bool, diff string, err error) {
 		t.Helper()
 		tx, err := h.begin(ctx, sql.LevelDefault)
 		if err != nil {
@@ -212,11 +212,11 @@ func oracleCatches(t *testing.T, b Backend) {
 			if err != nil && d == fence.Postgres {
 				// The statement failed and aborted the transaction:
 				// nothing of it can commit.
-				return n, err, false, ""
+				return n, false, "", err
 			}
 			t.Fatalf("reading the tables after the statement: %v", serr)
 		}
-		return n, err, before != after, before + "\n  after:  " + after
+		return n, before != after, before + "\n  after:  " + after, err
 	}
 
 	accepted := 0
@@ -240,9 +240,9 @@ func oracleCatches(t *testing.T, b Backend) {
 				}
 				q = b.String()
 			}
-			n, err, changed, diff := run(t, c, q, stale)
+			n, changed, diff, err := run(t, c, q, stale)
 			if errors.Is(err, fence.ErrInvalid) {
-				if n, err, _, _ := run(t, c, q, holder); !errors.Is(err, fence.ErrInvalid) || n != 0 {
+				if n, _, _, err := run(t, c, q, holder); !errors.Is(err, fence.ErrInvalid) || n != 0 {
 					t.Errorf("refused for a stale token but not for the holder: n=%d err=%v", n, err)
 				}
 				t.Logf("refused: %v", err)
@@ -252,7 +252,7 @@ func oracleCatches(t *testing.T, b Backend) {
 				t.Errorf("stale owner: %q: n=%d err=%v, tables changed: %v\n  before: %s", q, n, err, changed, diff)
 			}
 			accepted++
-			n, err, changed, diff = run(t, c, q, holder)
+			n, changed, diff, err = run(t, c, q, holder)
 			if !changed {
 				t.Errorf("holder: %q wrote nothing (n=%d err=%v): an accepted catch must be a real write\n  before: %s", q, n, err, diff)
 			}
