@@ -216,6 +216,12 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 			if j < 0 {
 				return nil, fmt.Errorf("%w: unterminated [ quoted name in SQL", ErrInvalid)
 			}
+			// SQLite is handed a C string and stops reading at a NUL: the
+			// rest of the text, the rewrite's closing part included, would
+			// be gone (TestSQLiteBoundaries' catch).
+			if k := strings.IndexByte(q[i:i+j], 0); k >= 0 {
+				return nil, fmt.Errorf("%w: SQL has a NUL byte inside a [ quoted name at byte %d", ErrInvalid, i+k)
+			}
 			add(tQuoted, i, i+j+1, "")
 			i += j + 1
 		case c == '{' && strings.HasPrefix(q[i:], "{{"):
@@ -270,6 +276,9 @@ func tokenizeMode(d Dialect, q string, alt bool) ([]token, error) {
 				k := strings.Index(q[j+1:], tag)
 				if k < 0 {
 					return nil, fmt.Errorf("%w: unterminated dollar-quoted string %s in SQL", ErrInvalid, tag)
+				}
+				if n := strings.IndexByte(q[j+1:j+1+k], 0); n >= 0 {
+					return nil, fmt.Errorf("%w: SQL has a NUL byte inside a dollar-quoted string at byte %d; bind such a value as a parameter", ErrInvalid, j+1+n)
 				}
 				add(tString, i, j+1+k+len(tag), "")
 				i = j + 1 + k + len(tag)

@@ -250,6 +250,10 @@ func TestShapes(t *testing.T) {
 		{SQLite, "UPDATE t SET a = 1 WHERE id = 1\x0bAND {{fence}}", "control character"},
 		{SQLite, "UPDATE t SET a = 1 WHERE id = 1 /* \x00 */ AND {{fence}}", "control character"},
 		{SQLite, "UPDATE t SET a = 'x\x00' WHERE {{fence}}", "NUL"},
+		{SQLite, "UPDATE t SET a = 'b' WHERE {{fence}} AND 1 = 1[\x00]", "NUL"}, // the oracle's TestSQLiteBoundaries catch
+		{SQLite, "UPDATE t SET a = 'b' WHERE {{fence}} AND 1 = 1 /*\x00*/", "U+0000"},
+		{SQLite, "UPDATE t SET a = 'b' WHERE {{fence}} AND 1 = 1 -- \x00\n", "U+0000"},
+		{Postgres, "UPDATE t SET a = $x$\x00$x$ WHERE {{fence}}", "NUL"},
 		{SQLite, "UPDATE t SET a = 1 WHERE \xff AND {{fence}}", "UTF-8"},
 		// A client character set such as GBK reads the last byte of 中 and
 		// the backslash (or backtick) after it as one character.
