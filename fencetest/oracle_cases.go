@@ -111,6 +111,12 @@ var caughtStatements = []oracleCatch{
 	{name: "NULInSpace", dialects: "sqlite", q: "UPDATE {I} AS a SET n = 3 WHERE 1=1 \x00 AND {{fence}}"},
 	{name: "NULInBlockComment", dialects: "sqlite", q: "DELETE FROM {I} WHERE 1=1 /* \x00 */ AND {{fence}}"},
 	{name: "NULInLineComment", dialects: "sqlite", q: "DELETE FROM {I} -- ?\x00\nAS a WHERE {{fence}}"},
+	// TestSQLiteBoundaries' catch on the rewrite (seed 2704992498 soup
+	// 38544): a NUL inside a [ quoted name was taken as part of the name
+	// while SQLite stopped reading there. The guard's parenthesis left the
+	// cut text unbalanced, so SQLite refused it (it failed closed, the
+	// placement's point), but fence and SQLite read different statements.
+	{name: "NULInBracketName", dialects: "sqlite", q: "DELETE FROM {I} WHERE 1=1 OR [\x00] IS NULL AND {{fence}}"},
 }
 
 func (c oracleCatch) runsOn(d fence.Dialect) bool {
