@@ -86,6 +86,22 @@
 //     its work, and the next owner starts again. Fencing makes the stale
 //     part unable to commit, not undone.
 //
+// # Servers and versions
+//
+// CI tests PostgreSQL 15, MariaDB 10.11 (and a MariaDB 10.11 Galera
+// cluster) and SQLite as linked by modernc.org/sqlite. Leases, runs,
+// InTx and CheckTx work on PostgreSQL 13 and later, MariaDB 10.6 and later
+// and MySQL 8.0. A {{fence}} statement (Exec, ExecIn, ExecWith, Fenced)
+// hands the caller's SQL to fence's tokenizer, whose reading must agree
+// with the server's lexer; it is refused (ErrInvalid, naming the server)
+// where that agreement was not tested: on PostgreSQL before 13 or after 18
+// (the lexer changes of 13 to 18 are all number spellings fence refuses on
+// every version), on MariaDB before 10.6 or after 11, and on MySQL, where
+// no server runs in CI and the comment forms differ from MariaDB's
+// (/*M! */, /*+ */ hints, /*!NNNNN */ versions; postgres and mysql's
+// TestLexing tests show the servers' readings). There, fence a write with
+// InTx or CheckTx and plain statements.
+//
 // # Fenced writes: the SQL that is accepted
 //
 // Exec, ExecIn, ExecWith and Fenced fence the caller's UPDATE, DELETE or

@@ -164,6 +164,13 @@ func (s *Store) Fenced(t Token, query string, args ...any) (string, []any, error
 	if err := validateToken(t); err != nil {
 		return "", nil, err
 	}
+	// Only a server whose lexer fence's tokenizer was tested against
+	// (docs: "Servers and versions" in the package doc) gets a caller's SQL.
+	if c, ok := s.drv.(driver.ServerChecker); ok {
+		if err := c.FencedSQLRefusal(); err != nil {
+			return "", nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	q, all, err := splice(s.dialect, query, args, FenceMarker, 1, func(first int) (string, []any) {
 		return s.drv.GuardSQL(tp(t), first)
 	})

@@ -94,7 +94,10 @@ type Driver struct {
 	// galera is whether the server is a Galera node (galera.go):
 	// galeraUnknown until CheckSession or the first fenced write asks.
 	galera atomic.Int32
-	stmts  *stmtCache
+	// fencedRefusal is fencedSQLPolicy's answer for the server, set by
+	// CheckSession; nil until then.
+	fencedRefusal atomic.Pointer[string]
+	stmts         *stmtCache
 	// hints picks LeaseAcquire's first statement (hints.go).
 	hints driver.Hints
 	// watches polls the leases AcquireWait waits for (handoff.go).

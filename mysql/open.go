@@ -375,6 +375,12 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 		return &driver.SettingError{Msg: "mysql: the session is read-only (transaction_read_only=1): fence cannot take or renew a lease; " +
 			"connect to a writable server and unset transaction_read_only"}
 	}
+	var version string
+	if err := c.QueryRowContext(ctx, d.q["server_version"]).Scan(&version); err != nil {
+		return err
+	}
+	refusal := fencedSQLPolicy(version)
+	d.fencedRefusal.Store(&refusal)
 	var cs string
 	if err := c.QueryRowContext(ctx, d.q["check_charset"]).Scan(&cs); err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,6 +59,10 @@ type Driver struct {
 
 	// hints picks LeaseAcquire's first statement (lease.go).
 	hints driver.Hints
+
+	// fencedRefusal is fencedSQLPolicy's answer for the server, set by
+	// CheckSession; nil until then.
+	fencedRefusal atomic.Pointer[string]
 }
 
 // New returns a driver over db for the tables named prefix+"leases",
@@ -240,10 +245,13 @@ const synchronousCommitOff = "postgres: synchronous_commit is off: a server cras
 func (d *Driver) CheckSession(ctx context.Context) error {
 	var recovery bool
 	var iso, defRO, ro, sync, enc string
-	err := d.c.queryRow(ctx, checkSessionSQL).Scan(&recovery, &iso, &defRO, &ro, &sync, &enc)
+	var version int
+	err := d.c.queryRow(ctx, checkSessionSQL).Scan(&recovery, &iso, &defRO, &ro, &sync, &enc, &version)
 	if err != nil {
 		return err
 	}
+	refusal := fencedSQLPolicy(version)
+	d.fencedRefusal.Store(&refusal)
 	switch {
 	case recovery:
 		return &driver.SettingError{Msg: "postgres: the server is a standby (in recovery): fence needs the primary"}

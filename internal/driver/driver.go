@@ -183,6 +183,16 @@ type StatementChecker interface {
 	CheckOneStatement(q string) error
 }
 
+// ServerChecker is an optional interface of a Driver that identifies its
+// server when the store opens (CheckSession reads the version).
+// FencedSQLRefusal is non-nil when fence has not verified its reading of a
+// caller's SQL against that server's lexer ({{fence}} statements are then
+// refused, naming the server and what to use instead), or when the server
+// was never identified.
+type ServerChecker interface {
+	FencedSQLRefusal() error
+}
+
 // TxCommitter is an optional interface of a Driver whose database/sql
 // client sends COMMIT with no deadline: go-sql-driver/mysql's Tx.Commit
 // has no context (its watcher covers BeginTx and each statement, not the
