@@ -16,6 +16,7 @@ package gosdk
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,11 +35,16 @@ func ClientMiddleware(s *fencemcp.Stamper) mcp.Middleware {
 			if method != toolsCall {
 				return next(ctx, method, req)
 			}
-			r, ok := req.(*mcp.CallToolRequest)
-			if !ok || r.Params == nil {
-				return next(ctx, method, req)
+			// The client sends its params as the Params interface.
+			r, ok := req.(*mcp.ClientRequest[mcp.Params])
+			if !ok {
+				return nil, fmt.Errorf("fencemcp: tools/call request of type %T, not stamped; this go-sdk version is not supported", req)
 			}
-			e, h, stamped, err := s.Stamp(ctx, r.Params.Name)
+			params, ok := r.Params.(*mcp.CallToolParams)
+			if !ok || params == nil {
+				return nil, fmt.Errorf("fencemcp: tools/call params of type %T, not stamped; this go-sdk version is not supported", r.Params)
+			}
+			e, h, stamped, err := s.Stamp(ctx, params.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -46,9 +52,9 @@ func ClientMiddleware(s *fencemcp.Stamper) mcp.Middleware {
 				return next(ctx, method, req)
 			}
 			// A copy: the caller's params may be reused for a retry.
-			p := *r.Params
+			p := *params
 			meta := mcp.Meta{}
-			for k, v := range r.Params.Meta {
+			for k, v := range params.Meta {
 				meta[k] = v
 			}
 			meta[fencemcp.MetaKey] = e
