@@ -65,7 +65,9 @@ func (c Claim) Task() (string, bool) {
 // the owner token: it carries the right lease and fence for
 // fence.ExecResource and fence.ResourceQuery, which use only those, and it
 // cannot renew, release or pass Store.Exec for the holder's lease.
-func (c Claim) Token() fence.Token { return fence.Token{Lease: c.Lease, Owner: c.Owner, Fence: c.Fence} }
+func (c Claim) Token() fence.Token {
+	return fence.Token{Lease: c.Lease, Owner: c.Owner, Fence: c.Fence}
+}
 
 // IdempotencyKey names the claim's effect for a downstream service: the
 // same for every epoch of the step, so a newer epoch retrying a step that an

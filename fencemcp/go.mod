@@ -5,6 +5,7 @@ go 1.26.8
 replace github.com/fencekit/fence => ../
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/fencekit/fence v0.0.0-00010101000000-000000000000
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
