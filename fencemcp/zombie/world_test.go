@@ -49,6 +49,7 @@ type world struct {
 	fs      *fence.Store
 	ts      *task.Store
 	lc      *fencemcp.LeaseChecker
+	ledger  *task.Ledger  // the agent side's effect ledger (fenced mode)
 	a, b    *harness.Conn // worker A's and worker B's connections
 	t0      time.Time
 	mu      sync.Mutex
@@ -101,6 +102,17 @@ func newWorld(t testing.TB, fs *fence.Store, sdk, wire string, fenced bool) *wor
 		v, _ := fencemcp.NewVerifier(key, nil)
 		o.Guard, _ = fencemcp.NewGuard(v, w.lc)
 		o.Stamper, _ = fencemcp.NewStamper(key, true)
+		// A step in doubt (its call's answer was lost, or its epoch was
+		// superseded mid-call) is decided by asking the server again under
+		// the asking epoch with the same step key: the tool answers a step
+		// it committed with the stored result instead of acting again.
+		if w.ledger, err = task.NewLedger(w.ts, task.WithReconcile(w.reconcile),
+			// An agent's own earlier attempt that lost its answer is over
+			// when the agent retries (it makes one call at a time), so its
+			// claim is in doubt as soon as the database clock moved on.
+			task.WithInDoubtAfter(time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.a = harness.Start(t, o)
 	w.b = harness.Start(t, o)
@@ -259,14 +271,71 @@ const (
 	lost                      // no answer
 )
 
-// call calls the tool for step as the agent; ctx may end the wait.
+// errRefused is a call the server refused as stale: nothing happened.
+var errRefused = errors.New("refused by the server: superseded")
+
+// reconcile is the ledger's hook: it repeats the call under the asking
+// epoch; the tool replays a committed step.
+func (w *world) reconcile(ctx context.Context, d task.Doubt) (task.Resolution, error) {
+	step := d.Step
+	out, err := w.a.Call(fencemcp.WithStep(ctx, d.Current, step), harness.Args{Payload: d.Task, Step: step})
+	switch {
+	case err != nil:
+		return task.Resolution{}, err
+	case out.IsError:
+		return task.Resolution{}, fmt.Errorf("%w: %s", errRefused, out.Text)
+	}
+	return task.Resolution{Applied: true, Result: []byte(out.Text)}, nil
+}
+
+// call calls the tool for step as the agent; ctx may end the wait. Fenced,
+// the call is the effect of the step in the ledger: a step committed by
+// any epoch is not called again, and a superseded epoch is refused before
+// it calls.
 func (ag *agent) call(ctx context.Context, step int) callStatus {
 	a := harness.Args{Payload: ag.task, Step: fmt.Sprintf("s%d", step)}
-	if ag.w.fenced {
-		ctx = fencemcp.WithStep(ctx, ag.e, a.Step)
-	} else {
+	if !ag.w.fenced {
 		a.Epoch = ag.e.Number()
+		return ag.send(ctx, a)
 	}
+	var st callStatus
+	var err error
+	for range 1000 { // bounded: a claim is in doubt after a millisecond of the database clock
+		if _, err = ag.do(ctx, a, &st); !errors.Is(err, task.ErrInFlight) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	switch {
+	case err == nil:
+		return done
+	case errors.Is(err, task.ErrStaleEpoch), errors.Is(err, errRefused):
+		return stopped
+	case st == lost, ctx.Err() != nil:
+		// No answer, or the wait ended before the ledger recorded one:
+		// the step is in doubt for the next attempt.
+		return lost
+	}
+	ag.w.t.Errorf("agent %s epoch %d step %d: %v", ag.task, ag.e.Number(), step, err)
+	return stopped
+}
+
+// do is one attempt of the step through the ledger.
+func (ag *agent) do(ctx context.Context, a harness.Args, st *callStatus) (task.Effect, error) {
+	return ag.w.ledger.Do(ctx, ag.e, a.Step, []byte(a.Step), func(ctx context.Context) ([]byte, error) {
+		*st = ag.send(fencemcp.WithStep(ctx, ag.e, a.Step), a)
+		switch *st {
+		case stopped:
+			return nil, task.NotApplied(errRefused)
+		case lost:
+			return nil, errors.New("the answer was lost")
+		}
+		return []byte("ok"), nil
+	})
+}
+
+// send makes one tool call.
+func (ag *agent) send(ctx context.Context, a harness.Args) callStatus {
 	out, err := ag.conn.Call(ctx, a)
 	switch {
 	case err != nil:
@@ -274,7 +343,7 @@ func (ag *agent) call(ctx context.Context, step int) callStatus {
 	case out.Refused && !out.Refusal.Retry:
 		return stopped
 	case out.IsError:
-		ag.w.t.Errorf("agent %s epoch %d step %d: tool error %q", ag.task, ag.e.Number(), step, out.Text)
+		ag.w.t.Errorf("agent %s epoch %d step %s: tool error %q", ag.task, ag.e.Number(), a.Step, out.Text)
 		return stopped
 	}
 	return done
