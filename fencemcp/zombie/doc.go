@@ -14,7 +14,7 @@
 // in every interleaving; a control that passes fails the suite.
 //
 // The default budget is short (ZOMBIE_N interleavings per scenario, SDK and
-// transport, default 8). The documented long run is
+// transport, default 4). The documented long run is
 //
 //	cd fencemcp && ZOMBIE_N=2500 go test ./zombie -run TestZombie -timeout 3h
 //

@@ -194,7 +194,7 @@ func budget() int {
 	if n, err := strconv.Atoi(os.Getenv("ZOMBIE_N")); err == nil && n > 0 {
 		return n
 	}
-	return 8
+	return 4
 }
 
 // TestZombie runs every scenario over every SDK × transport, fenced and
