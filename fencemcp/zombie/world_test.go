@@ -50,6 +50,7 @@ type world struct {
 	ts      *task.Store
 	lc      *fencemcp.LeaseChecker
 	ledger  *task.Ledger  // the agent side's effect ledger (fenced mode)
+	key     []byte        // the HMAC key clients and servers share
 	a, b    *harness.Conn // worker A's and worker B's connections
 	t0      time.Time
 	mu      sync.Mutex
@@ -94,6 +95,8 @@ func newWorld(t testing.TB, fs *fence.Store, sdk, wire string, fenced bool) *wor
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
+	w.key = key
+	w.key = key
 	o := harness.Options{SDK: sdk, Wire: wire, Tool: w.tool}
 	if fenced {
 		if w.lc, err = fencemcp.NewLeaseChecker(fs); err != nil {

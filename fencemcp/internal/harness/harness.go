@@ -78,7 +78,12 @@ type Conn struct {
 
 	mu      sync.Mutex
 	headers []string // Fence-Token values the HTTP server received
+	url     string   // the HTTP server's endpoint, for Dial
 }
+
+// URL is the streamable-HTTP endpoint of the connection's server ("" over
+// stdio), for another process to Dial.
+func (c *Conn) URL() string { return c.url }
 
 // FenceHeaders returns the Fence-Token header values the server received
 // over HTTP so far, one per request that had one.
@@ -171,15 +176,23 @@ func startGoSDK(o Options) (*Conn, error) {
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 		hs := httptest.NewServer(c.record(h))
 		c.closers = append(c.closers, hs.Close)
+		c.url = hs.URL
 		tr = &mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true,
 			HTTPClient: &http.Client{Transport: &fencemcp.Transport{}}}
 	default:
 		return nil, fmt.Errorf("unknown transport %q", o.Wire)
 	}
-	cs, err := cl.Connect(ctx, tr, nil)
-	if err != nil {
+	if err := goSDKClient(ctx, c, cl, tr); err != nil {
 		c.Close()
 		return nil, err
+	}
+	return c, nil
+}
+
+func goSDKClient(ctx context.Context, c *Conn, cl *mcp.Client, tr mcp.Transport) error {
+	cs, err := cl.Connect(ctx, tr, nil)
+	if err != nil {
+		return err
 	}
 	c.closers = append(c.closers, func() { cs.Close() })
 	c.call = func(ctx context.Context, a Args) (Outcome, error) {
@@ -196,7 +209,7 @@ func startGoSDK(o Options) (*Conn, error) {
 		out.Refusal, out.Refused = gosdk.Refused(res)
 		return out, nil
 	}
-	return c, nil
+	return nil
 }
 
 func startMCPGo(o Options) (*Conn, error) {
@@ -238,8 +251,9 @@ func startMCPGo(o Options) (*Conn, error) {
 	case HTTP:
 		hs := httptest.NewServer(c.record(mcpgoserver.NewStreamableHTTPServer(srv)))
 		c.closers = append(c.closers, hs.Close)
+		c.url = hs.URL + "/mcp"
 		var err error
-		tr, err = transport.NewStreamableHTTP(hs.URL + "/mcp")
+		tr, err = transport.NewStreamableHTTP(c.url)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -247,21 +261,27 @@ func startMCPGo(o Options) (*Conn, error) {
 	default:
 		return nil, fmt.Errorf("unknown transport %q", o.Wire)
 	}
-	if o.Stamper != nil {
-		tr = fmcpgo.Transport(tr, o.Stamper)
+	if err := mcpGoClient(ctx, c, tr, o.Stamper); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func mcpGoClient(ctx context.Context, c *Conn, tr transport.Interface, st *fencemcp.Stamper) error {
+	if st != nil {
+		tr = fmcpgo.Transport(tr, st)
 	}
 	cl := mcpgoclient.NewClient(tr)
 	if err := cl.Start(ctx); err != nil {
-		c.Close()
-		return nil, err
+		return err
 	}
 	c.closers = append(c.closers, func() { cl.Close() })
 	if _, err := cl.Initialize(ctx, mcpgo.InitializeRequest{Params: mcpgo.InitializeParams{
 		ProtocolVersion: mcpgo.LATEST_PROTOCOL_VERSION,
 		ClientInfo:      mcpgo.Implementation{Name: "agent", Version: "1"},
 	}}); err != nil {
-		c.Close()
-		return nil, err
+		return err
 	}
 	c.call = func(ctx context.Context, a Args) (Outcome, error) {
 		req := mcpgo.CallToolRequest{}
@@ -279,6 +299,34 @@ func startMCPGo(o Options) (*Conn, error) {
 		}
 		out.Refusal, out.Refused = fmcpgo.Refused(res)
 		return out, nil
+	}
+	return nil
+}
+
+// Dial connects a client (of sdk, stamping with st if not nil) to the
+// streamable-HTTP server at url: an agent in another process.
+func Dial(ctx context.Context, sdk, url string, st *fencemcp.Stamper) (*Conn, error) {
+	c := &Conn{url: url}
+	var err error
+	switch sdk {
+	case GoSDK:
+		cl := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+		if st != nil {
+			cl.AddSendingMiddleware(gosdk.ClientMiddleware(st))
+		}
+		err = goSDKClient(ctx, c, cl, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true,
+			HTTPClient: &http.Client{Transport: &fencemcp.Transport{}}})
+	case MCPGo:
+		var tr transport.Interface
+		if tr, err = transport.NewStreamableHTTP(url); err == nil {
+			err = mcpGoClient(ctx, c, tr, st)
+		}
+	default:
+		err = fmt.Errorf("unknown SDK %q", sdk)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
