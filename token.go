@@ -96,13 +96,18 @@ func (t *Token) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// IdempotencyKey derives a stable key from the token's lease and fence and
-// the given parts (a step name, a resource id), for calls to systems that
-// cannot check the fence but deduplicate by key: a retry of the same step in
-// the same generation sends the same key; another generation sends another.
+// IdempotencyKey derives a stable key from the token's lease and the given
+// parts, for calls to systems that cannot check the fence but deduplicate
+// by key. The key names the effect, not the owner: the fence is left out,
+// so when a newer generation retries a step that an older one completed
+// just before it lost the lease, it sends the same key and the system
+// answers with the first outcome instead of acting twice. So parts must
+// name one effect (a task's step, a resource id): two effects that must
+// both happen need different parts, including the same job's run of
+// another day (put the run's date or id in the parts).
 func IdempotencyKey(t Token, parts ...string) string {
 	h := sha256.New()
-	for _, p := range append([]string{t.Lease, strconv.FormatInt(t.Fence, 10)}, parts...) {
+	for _, p := range append([]string{t.Lease}, parts...) {
 		// Length-prefixed, so ("a", "bc") and ("ab", "c") differ.
 		fmt.Fprintf(h, "%d:%s", len(p), p)
 	}

@@ -36,7 +36,7 @@ type suiteCase struct {
 // parallel with the others.
 func Run(t *testing.T, b Backend) {
 	var cases []suiteCase
-	for _, group := range [][]suiteCase{leaseCases(), writeCases(), shapeCases(), runCases(), runnerCases(), raceCases(), pruneCases(), rollbackCases(), sweepCases(), pageCases(), holderCases(), electCases(), oracleCases()} {
+	for _, group := range [][]suiteCase{leaseCases(), writeCases(), shapeCases(), runCases(), runnerCases(), raceCases(), pruneCases(), rollbackCases(), sweepCases(), pageCases(), holderCases(), electCases(), oracleCases(), ledgerCases()} {
 		cases = append(cases, group...)
 	}
 	for _, c := range cases {

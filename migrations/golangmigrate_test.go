@@ -56,7 +56,7 @@ func TestGolangMigrateTool(t *testing.T) {
 		if err := m.Up(); !errors.Is(err, migrate.ErrNoChange) {
 			t.Fatalf("second up: %v, want ErrNoChange", err)
 		}
-		checkStore(t, db, b, want)
+		checkStore(t, db, b, "golang-migrate/"+b.name)
 		if err := m.Down(); err != nil {
 			t.Fatalf("down: %v", err)
 		}
@@ -67,6 +67,6 @@ func TestGolangMigrateTool(t *testing.T) {
 		if err := m.Up(); err != nil {
 			t.Fatalf("up after down: %v", err)
 		}
-		checkStore(t, db, b, want)
+		checkStore(t, db, b, "golang-migrate/"+b.name)
 	})
 }

@@ -158,10 +158,28 @@ func latest(t *testing.T, dir string) int {
 	return v
 }
 
-// checkStore opens a fence store over the migrated tables and checks the
-// recorded version, that Migrate is a no-op, and a lease round trip.
-func checkStore(t *testing.T, db *sql.DB, b backend, want int) {
+// count is the number of versions among the files of dir: fewer than the
+// latest when a dialect skips a number (SQLite has no version 4, and none
+// has 5 yet).
+func count(t *testing.T, dir string) int {
 	t.Helper()
+	names, err := fs.Glob(migrations.FS, dir+"/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[path.Base(n)[:4]] = true
+	}
+	return len(seen)
+}
+
+// checkStore opens a fence store over the tables migrated from dir and
+// checks the recorded version, that Migrate is a no-op, and a lease round
+// trip.
+func checkStore(t *testing.T, db *sql.DB, b backend, dir string) {
+	t.Helper()
+	want, versions := latest(t, dir), count(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := fencedsn.OpenDB(context.Background(), db, b.dialect, fence.WithPrefix("fence_"))
@@ -175,8 +193,8 @@ func checkStore(t *testing.T, db *sql.DB, b backend, want int) {
 		t.Fatalf("Migrate after the tool = %d, %v; want %d (nothing to do)", v, err, want)
 	}
 	var rows int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM fence_schema").Scan(&rows); err != nil || rows != want {
-		t.Fatalf("fence_schema has %d rows (%v), want %d: Migrate must not have re-applied anything", rows, err, want)
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM fence_schema").Scan(&rows); err != nil || rows != versions {
+		t.Fatalf("fence_schema has %d rows (%v), want %d: Migrate must not have re-applied anything", rows, err, versions)
 	}
 	l, err := s.Acquire(ctx, "goose-check", 30*time.Second)
 	if err != nil {
@@ -248,7 +266,7 @@ func TestGoose(t *testing.T) {
 		defer cancel()
 		db := scratch(t, b, false)
 		dir := "goose/" + b.name
-		want := latest(t, dir)
+		want := count(t, dir)
 		p, err := goose.NewProvider(b.goose, db, sub(t, dir))
 		if err != nil {
 			t.Fatal(err)
@@ -260,7 +278,7 @@ func TestGoose(t *testing.T) {
 		if len(res) != want {
 			t.Fatalf("goose applied %d migrations, want %d", len(res), want)
 		}
-		checkStore(t, db, b, want)
+		checkStore(t, db, b, dir)
 
 		if _, err := p.DownTo(ctx, 0); err != nil {
 			t.Fatalf("goose down: %v", err)
@@ -272,7 +290,7 @@ func TestGoose(t *testing.T) {
 		if _, err := p.Up(ctx); err != nil {
 			t.Fatalf("goose up after down: %v", err)
 		}
-		checkStore(t, db, b, want)
+		checkStore(t, db, b, dir)
 	})
 }
 
@@ -302,7 +320,7 @@ func TestGolangMigrate(t *testing.T) {
 		for _, f := range ups {
 			exec(f)
 		}
-		checkStore(t, db, b, latest(t, dir))
+		checkStore(t, db, b, dir)
 		for _, f := range slices.Backward(downs) {
 			exec(f)
 		}

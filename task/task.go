@@ -87,8 +87,10 @@ type Epoch struct {
 // Number is the epoch number.
 func (e Epoch) Number() int64 { return e.Token.Fence }
 
-// IdempotencyKey is a stable key for an external call made by step key in
-// this epoch: a retry sends the same key, another epoch another one.
+// IdempotencyKey is the key of step's external call, for a system that
+// deduplicates by key: the same for every epoch of the task, so a newer
+// epoch retrying a step an older one completed gets the first outcome back
+// instead of acting twice. The epoch travels separately, as the fence.
 func (e Epoch) IdempotencyKey(step string) string {
 	return fence.IdempotencyKey(e.Token, "task", e.Task, step)
 }

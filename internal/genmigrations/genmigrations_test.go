@@ -100,15 +100,15 @@ func TestRenderPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SQLite has three versions; PostgreSQL four (the lease_until
-	// function) and MySQL four (its state column became CHAR(8)); each has
-	// a goose file, an up and a down.
-	if len(files) != 33 {
-		t.Errorf("%d files, want 33 (3 + 4 + 4 versions × goose + up + down)", len(files))
+	// SQLite has four versions; PostgreSQL five (4: the lease_until
+	// function) and MySQL five (4: its state column became CHAR(8)), each
+	// with 6, the effect ledger; each has a goose file, an up and a down.
+	if len(files) != 42 {
+		t.Errorf("%d files, want 42 (4 + 5 + 5 versions × goose + up + down)", len(files))
 	}
 	for p, b := range files {
 		s := string(b)
-		for _, table := range []string{"leases", "runs", "schema", "tasks", "task_steps"} {
+		for _, table := range []string{"leases", "runs", "schema", "tasks", "task_steps", "task_effects"} {
 			if strings.Contains(s, "fence_"+table+" ") || strings.Contains(s, "fence_"+table+";") {
 				t.Errorf("%s still names fence_%s", p, table)
 			}
@@ -317,7 +317,7 @@ func TestSedReprefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const expr = `s/\bfence_(leases|runs|schema|tasks|task_steps|lease_until)/myapp_\1/g`
+	const expr = `s/\bfence_(leases|runs|schema|tasks|task_steps|task_effects|lease_until)/myapp_\1/g`
 	if !bytes.Contains(readme, []byte("sed -i -E '"+expr+"'")) {
 		t.Fatalf("README.md no longer shows the sed command %q; update this test", expr)
 	}

@@ -1,1 +1,1 @@
-DROP TABLE IF EXISTS {{prefix}}task_steps, {{prefix}}tasks, {{prefix}}runs, {{prefix}}leases, {{prefix}}schema
+DROP TABLE IF EXISTS {{prefix}}task_effects, {{prefix}}task_steps, {{prefix}}tasks, {{prefix}}runs, {{prefix}}leases, {{prefix}}schema

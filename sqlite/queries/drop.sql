@@ -1,3 +1,4 @@
+DROP TABLE IF EXISTS {{prefix}}task_effects;
 DROP TABLE IF EXISTS {{prefix}}task_steps;
 DROP TABLE IF EXISTS {{prefix}}tasks;
 DROP TABLE IF EXISTS {{prefix}}runs;
