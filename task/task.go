@@ -21,10 +21,16 @@
 // effect by (task, step), never by the epoch; the epoch's fence is a
 // precondition checked in the same statement as each write of the ledger:
 //
-//	l, _ := task.NewLedger(ts, task.WithReconcile(askThePaymentProvider))
-//	eff, err := l.Do(ctx, e, "charge-order-17", payload, func(ctx context.Context) ([]byte, error) {
-//		return charge(ctx, e.IdempotencyKey("charge-order-17"), payload)
-//	})
+//	// chargeOnce charges order 17 at most once, whichever epoch of the task asks.
+//	func chargeOnce(ctx context.Context, ts *task.Store, e task.Epoch, payload []byte) (task.Effect, error) {
+//		l, err := task.NewLedger(ts, task.WithReconcile(askThePaymentProvider))
+//		if err != nil {
+//			return task.Effect{}, err
+//		}
+//		return l.Do(ctx, e, "charge-order-17", payload, func(ctx context.Context) ([]byte, error) {
+//			return charge(ctx, e.IdempotencyKey("charge-order-17"), payload)
+//		})
+//	}
 //
 // Do claims the step before the effect runs and records its result after.
 // A newer epoch retrying a committed step gets the stored result (Replayed)
