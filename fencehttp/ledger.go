@@ -97,7 +97,10 @@ func (l *Ledger) CreateTable(ctx context.Context) error {
 	return nil
 }
 
-var errKeyReused = fmt.Errorf("%w for another request (method, target or body)", ErrKeyReused)
+var (
+	errKeyReused = fmt.Errorf("%w for another request (method, target or body)", ErrKeyReused)
+	errInFlight  = fmt.Errorf("%w; retry later with the same key", ErrInFlight)
+)
 
 // Handler returns h behind the fence check and the ledger. h is called at
 // most once per committed key; its writes go through tx. What it writes to
@@ -126,40 +129,17 @@ func (l *Ledger) Handler(h TxHandler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		fp := fingerprint(r, body)
-		slot := c.Lease + "\x00" + key
-		if !l.enter(slot) {
-			writeProblem(w, ProblemInFlight, fmt.Sprintf("a request with this Idempotency-Key for lease %q is being served", c.Lease))
-			return
-		}
-		defer l.leave(slot)
-
 		r = withClaim(r, c)
 		buf := &bufferedWriter{header: http.Header{}}
 		var herr error
-		err = l.g.run(r.Context(), c, func(tx *sql.Tx) error {
-			var st stored
-			err := tx.QueryRowContext(r.Context(), l.get, c.Lease, key).Scan(&st.fingerprint, &st.fence, &st.status, &st.contentType, &st.body)
-			switch {
-			case err == nil:
-				if st.fingerprint != fp {
-					return errKeyReused
-				}
-				st.replay(buf)
-				return nil
-			case !errors.Is(err, sql.ErrNoRows):
-				return fmt.Errorf("fencehttp: lease %q: reading the key's outcome: %w", c.Lease, err)
-			}
+		st, replayed, err := l.do(r.Context(), c, key, fingerprint(r, body), func(tx *sql.Tx) (stored, error) {
 			if herr = h(buf, r, tx); herr != nil {
-				return herr
+				return stored{}, herr
 			}
 			if buf.status == 0 {
 				buf.status = http.StatusOK
 			}
-			if _, err := tx.ExecContext(r.Context(), l.put, c.Lease, key, fp, c.Fence, buf.status, buf.header.Get("Content-Type"), buf.body.Bytes()); err != nil {
-				return fmt.Errorf("fencehttp: lease %q: storing the key's outcome: %w", c.Lease, err)
-			}
-			return nil
+			return stored{status: buf.status, contentType: buf.header.Get("Content-Type"), body: buf.body.Bytes()}, nil
 		})
 		switch {
 		case herr != nil:
@@ -168,16 +148,99 @@ func (l *Ledger) Handler(h TxHandler) http.Handler {
 				return
 			}
 			http.Error(w, "fencehttp: the handler failed; its write was rolled back", http.StatusInternalServerError)
+		case errors.Is(err, errInFlight):
+			writeProblem(w, ProblemInFlight, fmt.Sprintf("a request with this Idempotency-Key for lease %q is being served", c.Lease))
 		case errors.Is(err, errKeyReused):
 			writeProblem(w, ProblemKeyReused, err.Error())
 		case err != nil:
 			// A stale fence (412), a commit in doubt or a database error
 			// (503: retry with the same key; a committed outcome replays).
 			refuse(w, err)
+		case replayed:
+			buf = &bufferedWriter{header: http.Header{}}
+			st.replay(buf)
+			buf.flush(w)
 		default:
 			buf.flush(w)
 		}
 	})
+}
+
+// Outcome is what Ledger.Do returns.
+type Outcome struct {
+	Result []byte
+	// Replayed: the key committed before; Result is the stored one and fn
+	// did not run.
+	Replayed bool
+	// Fence is the fence whose call committed the outcome.
+	Fence int64
+}
+
+// Do is Handler's rule for a call that does not arrive as an HTTP request
+// (an MCP tool call, a queue message): in one transaction it raises c's
+// fence (a stale one is refused with an error wrapping fence.ErrStale),
+// then returns the stored outcome of key if it committed before (Replayed;
+// request must be the same bytes, else ErrKeyReused), else runs fn and
+// stores its result with fn's writes. A key being served by this Ledger is
+// ErrInFlight. c must be a claim the caller verified (Verifier.Verify, or
+// the transport's own signature check): Do trusts its fence and owner.
+func (l *Ledger) Do(ctx context.Context, c Claim, key string, request []byte, fn func(ctx context.Context, tx *sql.Tx) ([]byte, error)) (Outcome, error) {
+	if err := fence.ValidateName(c.Lease); err != nil {
+		return Outcome{}, err
+	}
+	if why := badKey([]string{key}); why != "" {
+		return Outcome{}, fmt.Errorf("%w: fencehttp: %s", fence.ErrInvalid, why)
+	}
+	if fn == nil {
+		return Outcome{}, fmt.Errorf("%w: fencehttp: Ledger.Do needs a function", fence.ErrInvalid)
+	}
+	sum := sha256.Sum256(append([]byte("fencehttp/do\n"), request...))
+	st, replayed, err := l.do(ctx, c, key, hex.EncodeToString(sum[:]), func(tx *sql.Tx) (stored, error) {
+		res, err := fn(ctx, tx)
+		if res == nil {
+			res = []byte{}
+		}
+		return stored{body: res}, err
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Result: st.body, Replayed: replayed, Fence: st.fence}, nil
+}
+
+// do runs fn under c's raised fence unless key has an outcome, and stores
+// fn's outcome with its writes.
+func (l *Ledger) do(ctx context.Context, c Claim, key, fp string, fn func(tx *sql.Tx) (stored, error)) (out stored, replayed bool, err error) {
+	slot := c.Lease + "\x00" + key
+	if !l.enter(slot) {
+		return stored{}, false, errInFlight
+	}
+	defer l.leave(slot)
+	err = l.g.run(ctx, c, func(tx *sql.Tx) error {
+		var st stored
+		err := tx.QueryRowContext(ctx, l.get, c.Lease, key).Scan(&st.fingerprint, &st.fence, &st.status, &st.contentType, &st.body)
+		switch {
+		case err == nil:
+			if st.fingerprint != fp {
+				return errKeyReused
+			}
+			out, replayed = st, true
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("fencehttp: lease %q: reading the key's outcome: %w", c.Lease, err)
+		}
+		st, err = fn(tx)
+		if err != nil {
+			return err
+		}
+		st.fingerprint, st.fence = fp, c.Fence
+		if _, err := tx.ExecContext(ctx, l.put, c.Lease, key, fp, c.Fence, st.status, st.contentType, st.body); err != nil {
+			return fmt.Errorf("fencehttp: lease %q: storing the key's outcome: %w", c.Lease, err)
+		}
+		out = st
+		return nil
+	})
+	return out, replayed, err
 }
 
 func (l *Ledger) enter(slot string) bool {

@@ -24,6 +24,7 @@ type ledgerEnv struct {
 	d       fence.Dialect
 	counter string
 	srv     *httptest.Server
+	ledger  *Ledger
 	entered chan struct{}
 	release chan struct{}
 }
@@ -56,6 +57,7 @@ func newLedgerEnv(t *testing.T, b teststore.Backend) *ledgerEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.ledger = l
 	for _, err := range []error{g.CreateTable(ctx), l.CreateTable(ctx), l.CreateTable(ctx)} {
 		if err != nil {
 			t.Fatal(err)
@@ -226,4 +228,50 @@ func TestLedgerTransportStepAcrossFences(t *testing.T) {
 	if n := e.count(); n != 1 {
 		t.Fatalf("charged %d times, want 1", n)
 	}
+}
+
+// Ledger.Do is the same rule for a call that is not an HTTP request (an MCP
+// tool call): outcome per key across fences, a stale fence refused, the
+// same key with other bytes refused, a key being served in flight.
+func TestLedgerDo(t *testing.T) {
+	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
+		e := newLedgerEnv(t, b)
+		l := e.ledger
+		ctx := context.Background()
+		runs := 0
+		fn := func(ctx context.Context, tx *sql.Tx) ([]byte, error) {
+			runs++
+			_, err := tx.ExecContext(ctx, "UPDATE "+e.counter+" SET n = n + 1 WHERE id = 1")
+			return []byte("done " + strconv.Itoa(runs)), err
+		}
+		c7 := Claim{Lease: "agent", Fence: 7, Owner: ownerID(ownerA)}
+		c8 := Claim{Lease: "agent", Fence: 8, Owner: ownerID(ownerB)}
+		got, err := l.Do(ctx, c7, "call-1", []byte(`{"x":1}`), fn)
+		if err != nil || got.Replayed || string(got.Result) != "done 1" || got.Fence != 7 {
+			t.Fatalf("first: %+v %v", got, err)
+		}
+		got, err = l.Do(ctx, c8, "call-1", []byte(`{"x":1}`), fn)
+		if err != nil || !got.Replayed || string(got.Result) != "done 1" || got.Fence != 7 {
+			t.Fatalf("newer fence retrying: %+v %v", got, err)
+		}
+		if _, err := l.Do(ctx, c7, "call-1", []byte(`{"x":1}`), fn); !errors.Is(err, fence.ErrStale) {
+			t.Fatalf("older fence: %v", err)
+		}
+		if _, err := l.Do(ctx, c8, "call-1", []byte(`{"x":2}`), fn); !errors.Is(err, ErrKeyReused) {
+			t.Fatalf("other bytes: %v", err)
+		}
+		if _, err := l.Do(ctx, c8, "", nil, fn); !errors.Is(err, fence.ErrInvalid) {
+			t.Fatalf("empty key: %v", err)
+		}
+		var inner error
+		if _, err := l.Do(ctx, c8, "call-2", nil, func(ctx context.Context, tx *sql.Tx) ([]byte, error) {
+			_, inner = l.Do(ctx, c8, "call-2", nil, fn)
+			return nil, nil
+		}); err != nil || !errors.Is(inner, ErrInFlight) {
+			t.Fatalf("nested call with the key in flight: %v, inner %v", err, inner)
+		}
+		if runs != 1 || e.count() != 1 {
+			t.Fatalf("fn ran %d times, counter %d; want 1", runs, e.count())
+		}
+	})
 }
