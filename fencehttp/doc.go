@@ -41,6 +41,8 @@
 // handler does not run again; an older fence is refused with 412; the same
 // key for another request is 422. Transport sends a key that leaves the
 // fence out when the request's context names its step (WithStep).
+// Ledger.Do applies the same rule to a call that is not an HTTP request (an
+// MCP tool call) whose claim the caller verified.
 //
 // Holder side:
 //
