@@ -296,8 +296,8 @@ func TestSamplePublish(t *testing.T) {
 		if err := ns.db.QueryRow(`SELECT body FROM feed`).Scan(&body); err != nil {
 			t.Fatal(err)
 		}
-		if resp.StatusCode != http.StatusConflict || body != "" {
-			t.Fatalf("stale request: status %d, feed %q; want 409 and nothing written", resp.StatusCode, body)
+		if resp.StatusCode != http.StatusPreconditionFailed || body != "" {
+			t.Fatalf("stale request: status %d, feed %q; want 412 and nothing written", resp.StatusCode, body)
 		}
 	})
 }

@@ -128,8 +128,11 @@ func publish(ctx context.Context, store *fence.Store, key []byte, url string) (f
 			return err
 		}
 		defer resp.Body.Close()
+		if err := fencehttp.CheckResponse(resp); err != nil {
+			return err // 412 is fence.ErrStale: a newer fence published; do not retry
+		}
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("publish: %s", resp.Status) // 409: a newer fence published
+			return fmt.Errorf("publish: %s", resp.Status)
 		}
 		return nil
 	})

@@ -25,11 +25,24 @@
 // Both checkers therefore hold the lease from the check to the end of the
 // effect.
 //
-// Refusals: 428 without a Fence-Token, 400 for a malformed one (a sign,
-// leading zeros, spaces, overflow, a repeated header, missing parts), 403
-// for a signature that does not match, 409 for a stale fence, 503 when the
-// check cannot be made (full memory, database error, request ended while
-// waiting).
+// Refusals are RFC 9457 problem details (application/problem+json, types
+// in problem.go): 428 without a Fence-Token, 400 for a malformed one (a
+// sign, leading zeros, spaces, overflow, a repeated header, missing parts),
+// 403 for a signature that does not match, 412 for a stale fence (never
+// retry: a newer holder has written), 503 when the check cannot be made
+// (full memory, database error, request ended while waiting). 409 is kept
+// for what the Idempotency-Key draft means by it, a request with the same
+// key in flight (Ledger). The client side reads a refusal with
+// CheckResponse: a stale fence is fence.ErrStale, definite, not retryable.
+//
+// Ledger stores each Idempotency-Key's response in the transaction of the
+// handler's write and the fence check (the rule of package task's effect
+// ledger): a newer fence retrying a key gets the stored response and the
+// handler does not run again; an older fence is refused with 412; the same
+// key for another request is 422. Transport sends a key that leaves the
+// fence out when the request's context names its step (WithStep).
+// Ledger.Do applies the same rule to a call that is not an HTTP request (an
+// MCP tool call) whose claim the caller verified.
 //
 // Holder side:
 //
@@ -47,8 +60,11 @@
 //				return err
 //			}
 //			defer resp.Body.Close()
+//			if err := fencehttp.CheckResponse(resp); err != nil {
+//				return err // 412 is fence.ErrStale: a newer fence published; do not retry
+//			}
 //			if resp.StatusCode != http.StatusOK {
-//				return fmt.Errorf("publish: %s", resp.Status) // 409: a newer fence published
+//				return fmt.Errorf("publish: %s", resp.Status)
 //			}
 //			return nil
 //		})

@@ -79,7 +79,7 @@ func TestStaleFenceRefusedDownstream(t *testing.T) {
 	defer srv.Close()
 	c := Client(testKey, nil)
 	call := func(f int64) int {
-		ctx := WithToken(context.Background(), tok("job", f, ownerA))
+		ctx := WithStep(WithToken(context.Background(), tok("job", f, ownerA)), "publish")
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/publish", nil)
 		resp, err := c.Do(req)
 		if err != nil {
@@ -95,13 +95,19 @@ func TestStaleFenceRefusedDownstream(t *testing.T) {
 	for _, c := range []struct {
 		fence int64
 		want  int
-	}{{7, 200}, {7, 200}, {8, 200}, {7, 409}, {9, 200}, {8, 409}} {
+	}{{7, 200}, {7, 200}, {8, 200}, {7, 412}, {9, 200}, {8, 412}} {
 		if got := call(c.fence); got != c.want {
 			t.Fatalf("fence %d: status %d, want %d", c.fence, got, c.want)
 		}
 	}
 	if len(accepted) != 4 || accepted[0] != accepted[1] || !strings.HasPrefix(accepted[0], "job#7 ") {
 		t.Fatalf("accepted %v (a retry in one generation must send the same key)", accepted)
+	}
+	// A newer fence retrying the step sends the same key (before issue 30
+	// the key contained the fence, and the service ran the step twice).
+	key := func(a string) string { return a[strings.IndexByte(a, ' ')+1:] }
+	if key(accepted[0]) == "" || key(accepted[2]) != key(accepted[0]) || !strings.HasPrefix(accepted[2], "job#8 ") {
+		t.Fatalf("accepted %v: fences 7 and 8 must send one key for one step", accepted)
 	}
 	resp, err := http.Post(srv.URL, "text/plain", nil)
 	if err != nil {
@@ -215,7 +221,7 @@ func TestMemoryStalledStaleRequestCannotOverwrite(t *testing.T) {
 	if c7, c8 := <-done7, <-done8; c7 != 200 || c8 != 200 {
 		t.Fatalf("statuses 7:%d 8:%d", c7, c8)
 	}
-	if c := do(7); c != http.StatusConflict {
+	if c := do(7); c != http.StatusPreconditionFailed {
 		t.Fatalf("fence 7 after 8: %d", c)
 	}
 	if len(writes) != 2 || writes[0] != 7 || writes[1] != 8 {
@@ -248,7 +254,7 @@ func TestForgedFenceRefused(t *testing.T) {
 	if rec := serve(h, sign(t, testKey, tok("job", 8, ownerA))); rec.Code != http.StatusOK {
 		t.Fatalf("real holder: %d %s", rec.Code, rec.Body)
 	}
-	if rec := serve(h, valid7); rec.Code != http.StatusConflict {
+	if rec := serve(h, valid7); rec.Code != http.StatusPreconditionFailed {
 		t.Fatalf("fence 7 after 8: %d %s", rec.Code, rec.Body)
 	}
 }
@@ -336,7 +342,7 @@ func TestMemoryEqualFenceOfAnotherOwnerRefused(t *testing.T) {
 	for _, c := range []struct {
 		owner string
 		want  int
-	}{{ownerA, 200}, {ownerA, 200}, {ownerB, 409}} {
+	}{{ownerA, 200}, {ownerA, 200}, {ownerB, 412}} {
 		if rec := serve(h, sign(t, testKey, tok("job", 5, c.owner))); rec.Code != c.want {
 			t.Fatalf("owner %s: %d %s", c.owner[:1], rec.Code, rec.Body)
 		}

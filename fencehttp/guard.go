@@ -78,7 +78,7 @@ func (g *Guard) CreateTable(ctx context.Context) error {
 type TxHandler func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) error
 
 // Handler returns h behind the fence check, with the refusals of
-// Memory.Handler (409 when the table holds a higher fence, or the same
+// Memory.Handler (412 when the table holds a higher fence, or the same
 // fence of another owner). If h returns an error, its transaction is rolled
 // back and the client gets h's response if h set a status of 400 or above,
 // else 500. A failed commit gets 503: the write may or may not have

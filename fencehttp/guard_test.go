@@ -149,9 +149,9 @@ func TestGuardRefusesStaleWrites(t *testing.T) {
 		}{
 			{7, ownerA, "a7", "", 200, "a7"},
 			{8, ownerB, "b8", "", 200, "b8"},
-			{7, ownerA, "late7", "", 409, "b8"},        // a newer fence committed: refused before the handler
+			{7, ownerA, "late7", "", 412, "b8"},        // a newer fence committed: refused before the handler
 			{8, ownerB, "b8again", "", 200, "b8again"}, // equal fence, same owner
-			{8, ownerA, "a8", "", 409, "b8again"},      // equal fence, another owner: fence repeated
+			{8, ownerA, "a8", "", 412, "b8again"},      // equal fence, another owner: fence repeated
 			{9, ownerA, "a9", "500", 500, "b8again"},   // handler error: write and fence rolled back
 			{9, ownerA, "a9", "422", 422, "b8again"},   // handler's own refusal reaches the client
 			{8, ownerB, "b8last", "", 200, "b8last"},   // fence 9 never committed, so 8 still writes
@@ -213,7 +213,7 @@ func TestGuardStalledStaleRequestCannotOverwrite(t *testing.T) {
 		if got := e.body(2); got != "s8" {
 			t.Fatalf("feed %q: the stale request wrote last", got)
 		}
-		if c, _ := e.do("race", 7, ownerA, "late7", ""); c != http.StatusConflict || e.body(2) != "s8" {
+		if c, _ := e.do("race", 7, ownerA, "late7", ""); c != http.StatusPreconditionFailed || e.body(2) != "s8" {
 			t.Fatalf("late fence 7: status %d, feed %q", c, e.body(2))
 		}
 	})

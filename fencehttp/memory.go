@@ -87,7 +87,7 @@ func (m *Memory) slot(lease string) (*leaseSlot, error) {
 }
 
 // Handler returns next behind the check: 428 without a Fence-Token, 400
-// for a malformed one, 403 for a bad signature, 409 for a fence below the
+// for a malformed one, 403 for a bad signature, 412 for a fence below the
 // highest seen (or equal to it but signed for another owner), 503 when full
 // or when the wait for the lease's running request ends with the request.
 // next can read the claim with ClaimFrom.

@@ -72,9 +72,12 @@ func mac(key []byte, lease, fenceDigits, owner string) []byte {
 
 // Transport signs the fence of the token in each request's context
 // (fence.TokenFrom, as inside a fence.Run job, or WithToken) into the
-// Fence-Token header, and adds an Idempotency-Key derived from the token,
-// method and URL unless the request has one. A request without a token is
-// sent unchanged.
+// Fence-Token header, and, when the context names a step (WithStep) and
+// the request has no Idempotency-Key, adds one derived from the lease, the
+// step, the method and the URL: the same for every fence, so a newer
+// holder's retry of the step gets the first outcome. A request without a
+// token is sent unchanged. A refusal comes back as a response; read it
+// with CheckResponse.
 type Transport struct {
 	// Base is the underlying transport; nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -117,8 +120,8 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r = r.Clone(r.Context()) // a RoundTripper must not modify the caller's request
 	r.Header.Set(HeaderFence, v)
-	if r.Header.Get(HeaderIdempotencyKey) == "" {
-		r.Header.Set(HeaderIdempotencyKey, fence.IdempotencyKey(tok, r.Method, r.URL.String()))
+	if k, ok := defaultKey(tok, r); ok && r.Header.Get(HeaderIdempotencyKey) == "" {
+		r.Header.Set(HeaderIdempotencyKey, k)
 	}
 	return base.RoundTrip(r)
 }

@@ -26,7 +26,7 @@ var (
 )
 
 // Malformed headers wrap fence.ErrInvalid (400); a fence below the highest
-// seen wraps fence.ErrStale (409).
+// seen wraps fence.ErrStale (412, never 409: see problem.go).
 
 // Claim is a fence whose signature a Verifier has checked.
 type Claim struct {
@@ -135,20 +135,6 @@ func withClaim(r *http.Request, c Claim) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), claimKey{}, c))
 }
 
-// refuse writes err with the status that says what the client can do.
-func refuse(w http.ResponseWriter, err error) {
-	code := http.StatusServiceUnavailable
-	switch {
-	case errors.Is(err, ErrNoFence):
-		code = http.StatusPreconditionRequired
-	case errors.Is(err, errLeaseFunc):
-		code = http.StatusInternalServerError
-	case errors.Is(err, fence.ErrInvalid):
-		code = http.StatusBadRequest
-	case errors.Is(err, ErrSignature):
-		code = http.StatusForbidden
-	case errors.Is(err, fence.ErrStale):
-		code = http.StatusConflict
-	}
-	http.Error(w, err.Error(), code)
-}
+// refuse writes err as the problem that says what the client can do
+// (problem.go).
+func refuse(w http.ResponseWriter, err error) { writeProblem(w, problemOf(err), err.Error()) }

@@ -23,6 +23,7 @@ func ledgerCases() []suiteCase {
 		{"LedgerSupersededDuringEffectLeavesDoubt", ledgerSuperseded},
 		{"LedgerSameKeyOtherPayloadIsError", ledgerPayload},
 		{"LedgerInFlightInOneEpoch", ledgerInFlight},
+		{"LedgerInDoubtAfterInOneEpoch", ledgerInDoubtAfter},
 		{"LedgerNotAppliedRunsAgainOtherErrorsDoubt", ledgerFailures},
 		{"LedgerToolIgnoringCancelRefusedAtCommit", ledgerCancel},
 		{"CheckpointBySupersededOwnerRefused", checkpointSuperseded},
@@ -366,10 +367,6 @@ func ledgerCancel(t *testing.T, b Backend) {
 func checkpointSuperseded(t *testing.T, b Backend) {
 	fs := b.Open(t, prefix())
 	c := ctxT(t)
-	short, err := task.New(fs, task.WithTTL(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ts, err := task.New(fs, task.WithTTL(long))
 	if err != nil {
 		t.Fatal(err)
@@ -377,11 +374,16 @@ func checkpointSuperseded(t *testing.T, b Backend) {
 	if err := ts.Create(c, "t", task.Plan{}); err != nil {
 		t.Fatal(err)
 	}
-	frozen, err := short.Start(c, "t")
+	frozen, err := ts.Start(c, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := short.Checkpoint(c, frozen, "step 1"); err != nil {
+	if err := ts.Checkpoint(c, frozen, "step 1"); err != nil {
+		t.Fatal(err)
+	}
+	// The owner freezes: its last renewal was the shortest TTL, which the
+	// database clock passes while it is stopped.
+	if _, err := fs.Renew(c, frozen.Token, fence.MinTTL); err != nil {
 		t.Fatal(err)
 	}
 	var next task.Epoch
@@ -397,7 +399,7 @@ func checkpointSuperseded(t *testing.T, b Backend) {
 	if err := ts.Checkpoint(c, next, "step 2 (new owner)"); err != nil {
 		t.Fatal(err)
 	}
-	wantStaleEpoch(t, short.Checkpoint(c, frozen, "step 2 (thawed)"))
+	wantStaleEpoch(t, ts.Checkpoint(c, frozen, "step 2 (thawed)"))
 	if got, err := ts.Get(c, "t"); err != nil || got.Summary != "step 2 (new owner)" || got.Epoch != next.Number() {
 		t.Fatalf("task after the thawed checkpoint: %+v, %v", got, err)
 	}
@@ -415,5 +417,37 @@ func idempotencyAcrossEpochs(t *testing.T, b Backend) {
 	}
 	if e1.IdempotencyKey("s") == e1.IdempotencyKey("s2") {
 		t.Fatal("two steps share a key")
+	}
+}
+
+// ledgerInDoubtAfter: with WithInDoubtAfter, a claim of the current epoch
+// whose attempt died (a server that acts for a client keeping its epoch)
+// goes to the hook once it is older than the bound by the database clock,
+// instead of staying in flight for the whole epoch.
+func ledgerInDoubtAfter(t *testing.T, b Backend) {
+	var asked atomic.Int64
+	ts, l := newLedger(t, b, task.WithInDoubtAfter(20*time.Millisecond), task.WithReconcile(func(ctx context.Context, d task.Doubt) (task.Resolution, error) {
+		asked.Add(1)
+		return task.Resolution{}, nil // not applied: run it
+	}))
+	c := ctxT(t)
+	e1 := startTask(t, ts, "t")
+	func() {
+		defer func() { recover() }()
+		l.Do(c, e1, "s", nil, func(context.Context) ([]byte, error) { panic("attempt died") })
+	}()
+	var eff counter
+	for {
+		got, err := l.Do(c, e1, "s", nil, eff.fn("done"))
+		if errors.Is(err, task.ErrInFlight) && c.Err() == nil {
+			continue // until the claim is older than the bound
+		}
+		if err != nil || string(got.Result) != "done" || asked.Load() != 1 || eff.n.Load() != 1 {
+			t.Fatalf("after the bound: %+v, %v (hook asked %d, effect ran %d)", got, err, asked.Load(), eff.n.Load())
+		}
+		break
+	}
+	if _, err := task.NewLedger(ts, task.WithInDoubtAfter(-time.Second)); !errors.Is(err, fence.ErrInvalid) {
+		t.Fatalf("negative bound: %v", err)
 	}
 }

@@ -12,6 +12,43 @@
 // them together and no caller can check one and forget the other. Every
 // write goes through the core store's fenced Exec: the check and the write
 // are one statement at the database.
+//
+// # The effect ledger
+//
+// A tool call's effect (a charge, an email, a write elsewhere) must happen
+// at most once per step of a task, even when a newer epoch retries a step
+// an older one completed just before it lost the lease. Ledger keys each
+// effect by (task, step), never by the epoch; the epoch's fence is a
+// precondition checked in the same statement as each write of the ledger:
+//
+//	// chargeOnce charges order 17 at most once, whichever epoch of the task asks.
+//	func chargeOnce(ctx context.Context, ts *task.Store, e task.Epoch, payload []byte) (task.Effect, error) {
+//		l, err := task.NewLedger(ts, task.WithReconcile(askThePaymentProvider))
+//		if err != nil {
+//			return task.Effect{}, err
+//		}
+//		return l.Do(ctx, e, "charge-order-17", payload, func(ctx context.Context) ([]byte, error) {
+//			return charge(ctx, e.IdempotencyKey("charge-order-17"), payload)
+//		})
+//	}
+//
+// Do claims the step before the effect runs and records its result after.
+// A newer epoch retrying a committed step gets the stored result (Replayed)
+// and the effect does not run; an older epoch is refused (*StaleError); a
+// step claimed by an epoch that died or was superseded between its effect
+// and its record is in doubt and goes to the reconcile hook, which says
+// whether the effect happened; a step claimed by the same epoch and not yet
+// recorded is ErrInFlight (retry later); the same step with another payload
+// is ErrPayloadMismatch (never retry). An effect's error leaves the step in
+// doubt unless the effect wraps it with NotApplied.
+//
+// What the ledger cannot do is stop an effect outside the database that a
+// superseded epoch already started: its record is refused and the step goes
+// to the reconcile hook, but the effect itself has left. Give such an
+// effect the fence as well (fencehttp carries it to an HTTP service, which
+// then refuses the stale call) and the step's IdempotencyKey, which is the
+// same in every epoch, so the service can answer a retry with the first
+// outcome.
 package task
 
 import (
