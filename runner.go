@@ -391,7 +391,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 				r.Outcome, r.Err = Rejected, err
 			}
 			mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
-			_ = s.markRunLost(mctx, t.Lease, id, t.Fence, jobErr.Error(), k.Lost())
+			s.endedLate(mctx, t, id, jobErr.Error(), k.Lost())
 			mcancel()
 		}
 		log.ErrorContext(ctx, "fence: job panicked", "run", id, "panic", panicked.value)
@@ -404,7 +404,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		// Bounded: during an outage the mark may not get through, and the
 		// caller must hear about the loss now, not after TCP timeouts.
 		mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
-		_ = s.markRunLost(mctx, t.Lease, id, t.Fence, cause.Error(), cause)
+		s.endedLate(mctx, t, id, cause.Error(), cause)
 		mcancel()
 		log.WarnContext(ctx, "fence: job stopped, lease lost", "run", id, "cause", cause)
 		// Unproven is not refused: the lease may still be ours; give it up
