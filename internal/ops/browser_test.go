@@ -315,7 +315,7 @@ func checkSeen(t *testing.T, ctx context.Context, how string) {
 	}
 	headers := map[string]string{
 		"leases": "Name|State|Holder|Fence|Expires in",
-		"runs":   "Run|Lease|Fence|Status|Started|Duration|Exit|Error",
+		"runs":   "Run|Kind|Lease|Holder|Fence|Status|Started|Duration|Exit|Error",
 		"stale":  "Run|Lease|Fence|Status|Ended|Reason",
 	}
 	seen := map[string]bool{}

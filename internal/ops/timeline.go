@@ -280,9 +280,16 @@ func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time
 		if r.FinishedAt.IsZero() {
 			end = "running for " + human(now.Sub(r.StartedAt))
 		}
-		fmt.Fprintf(b, `<rect class="bar %s" data-run="%d" data-fence="%d" data-status="%s" x="%.1f" y="%.1f" width="%.1f" height="%.0f" rx="2" fill="%s"><title>run %d · fence %d · %s · started %s · %s%s</title></rect>`,
-			esc(string(r.Status)), r.ID, r.Fence, esc(string(r.Status)), r.x0, y, r.x1-r.x0, tlBar, fill,
-			r.ID, r.Fence, esc(string(r.Status)), esc(stamp(r.StartedAt)), esc(end), esc(errSuffix(r.Error)))
+		// A term of leadership (fence.Elect) is outlined and says who led.
+		cls, what, kind := "", fmt.Sprintf("run %d", r.ID), "run"
+		if r.IsTerm() {
+			cls, what, kind = " term", fmt.Sprintf("term of leader %s (run %d)", holderText(r.Holder, true), r.ID), "term"
+		} else if r.Holder != "" {
+			what += " by " + r.Holder
+		}
+		fmt.Fprintf(b, `<rect class="bar %s%s" data-run="%d" data-fence="%d" data-status="%s" data-kind="%s" x="%.1f" y="%.1f" width="%.1f" height="%.0f" rx="2" fill="%s"><title>%s · fence %d · %s · started %s · %s%s</title></rect>`,
+			esc(string(r.Status)), cls, r.ID, r.Fence, esc(string(r.Status)), kind, r.x0, y, r.x1-r.x0, tlBar, fill,
+			esc(what), r.Fence, esc(string(r.Status)), esc(stamp(r.StartedAt)), esc(end), esc(errSuffix(r.Error)))
 		lx, cls, anchor := r.x1+4, "fence-label", "start"
 		switch {
 		case r.labelIn:
