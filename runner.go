@@ -57,6 +57,9 @@ type runConfig struct {
 	ttl, renewEvery, deadline, callTimeout, minHold time.Duration
 	retention                                       time.Duration
 	retry                                           time.Duration // Elect's follower poll
+	loc                                             *time.Location
+	retries                                         int
+	retryBackoff, catchUp                           time.Duration
 	wait                                            bool
 	detail                                          any
 	onStarted                                       func(ctx context.Context, t Token)
@@ -146,6 +149,10 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 		return c, fmt.Errorf("%w: retry period %v must be at least 1ms", ErrInvalid, c.retry)
 	case c.minHold < 0:
 		return c, fmt.Errorf("%w: min hold %v is negative", ErrInvalid, c.minHold)
+	case c.retries < 0 || c.retries > 0 && c.retryBackoff <= 0:
+		return c, fmt.Errorf("%w: retry %d times, %v apart: want a count of at least 0 and a positive backoff", ErrInvalid, c.retries, c.retryBackoff)
+	case c.catchUp < 0:
+		return c, fmt.Errorf("%w: catch-up window %v is negative", ErrInvalid, c.catchUp)
 	case c.retention != 0 && c.retention < time.Millisecond:
 		return c, fmt.Errorf("%w: run retention %v must be at least 1ms, or 0 to keep every run", ErrInvalid, c.retention)
 	}
