@@ -18,7 +18,7 @@ import (
 // the token (Store.Exec, Store.InTx): cancellation is a signal, not a fence.
 type Job func(ctx context.Context) error
 
-// Outcome kinds of a Run.
+// RunOutcome is how a Run ended (Result.Outcome).
 type RunOutcome string
 
 const (
@@ -98,7 +98,8 @@ func WithWait() RunOption { return func(c *runConfig) { c.wait = true } }
 // WithDetail stores v (as JSON) on the run when it starts.
 func WithDetail(v any) RunOption { return func(c *runConfig) { c.detail = v } }
 
-// OnStarted is called when the lease is held and the run recorded, before the job.
+// OnStarted is called when the lease is held and the run recorded, before
+// the job (under Schedule, only on the replica that runs the slot).
 func OnStarted(f func(ctx context.Context, t Token)) RunOption {
 	return func(c *runConfig) { c.onStarted = f }
 }
@@ -106,7 +107,11 @@ func OnStarted(f func(ctx context.Context, t Token)) RunOption {
 // OnLost is called once if authority is lost while the job runs, with the cause.
 func OnLost(f func(t Token, err error)) RunOption { return func(c *runConfig) { c.onLost = f } }
 
-// OnFinished is called with the result when Run is about to return.
+// OnFinished is called with the result when Run is about to return, and
+// under Schedule after each slot (or retry) that this replica ran: a
+// replica that found the slot taken does not call it (ShedLock's
+// behaviour), so counting its calls counts runs. Run in fail-fast mode
+// does call it with NotAcquired, as that is Run's own result.
 func OnFinished(f func(r Result)) RunOption { return func(c *runConfig) { c.onFinished = f } }
 
 // WithRunLogger sets the runner's logger (default: the store's).
@@ -254,11 +259,6 @@ func (e *UnprovenError) Unwrap() error {
 	return e.Last
 }
 
-// Whether a stall ends as Lost or Rejected depends on who notices first: the
-// renewal keeper (Lost, the job's context cancelled) or the fenced completion
-// (Rejected). Both mean the same for the caller: nothing after the takeover
-// was committed by this run.
-//
 // Run acquires the lease name, records a run, and runs job while renewing
 // the lease every TTL/3. It cancels the job's context the moment a renewal is
 // rejected, or when no renewal has succeeded within the renew deadline
@@ -266,6 +266,14 @@ func (e *UnprovenError) Unwrap() error {
 // successful renewal), finishes the run with fenced completion, and releases
 // the lease. The error is non-nil only for bad options or when ctx ended
 // before the lease was acquired; everything else is in the Result.
+//
+// Whether a stall ends as Lost or Rejected depends on who notices first: the
+// renewal keeper (Lost, the job's context cancelled) or the fenced completion
+// (Rejected). Both mean the same for the caller: nothing after the takeover
+// was committed by this run. Either way, when a newer owner's run had
+// already started (and marked this one abandoned), the ledger records when
+// this run really ended, so that the overlap shows (RunInfo.Error then ends
+// in "completion refused" or "stopped late: …").
 //
 // If job panics, Run records the run as failed (the job error is a
 // *PanicError), releases the lease, calls OnFinished, and then panics again
