@@ -76,6 +76,14 @@ func WithRetryPeriod(d time.Duration) RunOption { return func(c *runConfig) { c.
 // OnStartedLeading panics, Elect steps down (releases the lease), calls
 // OnStoppedLeading and panics again with the same value.
 //
+// Each term is recorded in the run ledger as a run of the lease
+// (RunInfo.IsTerm): its holder name, its fence, its start and its end by
+// the database clock, and how it ended (succeeded when the leader stepped
+// down, lost when the lease was lost; abandoned when a newer term began
+// before this leader noticed, and then its end is when it noticed). The
+// operations page (fence serve) shows terms on its timeline. WithRetention
+// does not apply; prune terms with Store.PruneRuns.
+//
 // Leadership is not a fence: the leader's ctx is cancelled before the
 // lease can lapse, but only writes made with the term's token are refused
 // once a newer term began; other side effects of a leader that paused past
