@@ -143,7 +143,7 @@ func TestScheduleRetriesFailedSlot(t *testing.T) {
 		var attempts atomic.Int32
 		var mu sync.Mutex
 		var outcomes []fence.RunOutcome
-		err := fence.Schedule(ctx, s, name, "@every 5s", func(context.Context) error {
+		err := fence.Schedule(ctx, s, name, "*/4 * * * * *", func(context.Context) error {
 			if attempts.Add(1) < 3 {
 				return errors.New("upstream not ready")
 			}
@@ -206,7 +206,7 @@ func TestScheduleOnFinishedOnlyOnRunner(t *testing.T) {
 							}
 						}
 						mu.Unlock()
-						if n >= 3 {
+						if n >= 2 {
 							cancel()
 						}
 					}))
