@@ -35,9 +35,10 @@ import (
 // the spec starts with CRON_TZ=<IANA zone> ("CRON_TZ=Europe/Berlin 0 6 * * *")
 // or WithTimeZone is given (the spec's CRON_TZ wins). Give every replica
 // the same zone: replicas in different zones run the "same" spec at
-// different instants. Across a daylight-saving change a slot at a time that
-// does not exist that day is skipped and one that exists twice runs once,
-// as cron does.
+// different instants. Across a daylight-saving change, a slot at a time
+// that does not exist that day is skipped, and one at a time that happens
+// twice runs twice, once per instant (robfig/cron's rule, which Schedule
+// uses; TestScheduleSpecs checks both). Schedule in UTC to have neither.
 //
 // # Failed and missed slots
 //
@@ -61,7 +62,10 @@ import (
 //     period before the slot, on the database clock (the slot's time is
 //     carried over from the local clock by the difference between the two).
 //     Only the latest missed slot runs: a replica down for a day catches up
-//     once, not once per missed slot.
+//     once, not once per missed slot. An "@every" spec has no slots to
+//     miss (they count from each replica's start): WithCatchUp does
+//     nothing there. With WithCatchUp every replica reads the ledger after
+//     each slot (two short queries).
 //
 // # Callbacks
 //

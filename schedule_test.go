@@ -83,6 +83,19 @@ func TestScheduleSpecs(t *testing.T) {
 			t.Errorf("%q in %v: next after %v is %v, want %v", tc.spec, tc.loc, from, got.UTC(), tc.want)
 		}
 	}
+	// Daylight saving in Berlin, 2026: 02:30 does not exist on 29 March
+	// (skipped to the next day) and happens twice on 25 October (both run).
+	dst, err := parseSpec("30 2 * * *", berlin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dst.Next(time.Date(2026, 3, 28, 12, 0, 0, 0, berlin)); !got.Equal(time.Date(2026, 3, 30, 0, 30, 0, 0, time.UTC)) {
+		t.Errorf("spring forward: next 02:30 is %v", got)
+	}
+	first := dst.Next(time.Date(2026, 10, 24, 12, 0, 0, 0, berlin))
+	if second := dst.Next(first); !first.Equal(time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC)) || !second.Equal(time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC)) {
+		t.Errorf("fall back: 02:30 at %v then %v, want both instants", first.UTC(), second.UTC())
+	}
 	for _, bad := range []string{"* * *", "0 0 0 0 0 0 0", "CRON_TZ=Nowhere/Land 0 6 * * *", "@fortnightly"} {
 		if _, err := parseSpec(bad, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "6 with seconds first") {
 			t.Errorf("%q: %v, want ErrInvalid saying what a spec is", bad, err)
