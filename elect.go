@@ -1,7 +1,9 @@
 package fence
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +75,14 @@ func WithRetryPeriod(d time.Duration) RunOption { return func(c *runConfig) { c.
 // ctx's error when ctx ends, or an error for bad arguments. If
 // OnStartedLeading panics, Elect steps down (releases the lease), calls
 // OnStoppedLeading and panics again with the same value.
+//
+// Each term is recorded in the run ledger as a run of the lease
+// (RunInfo.IsTerm): its holder name, its fence, its start and its end by
+// the database clock, and how it ended (succeeded when the leader stepped
+// down, lost when the lease was lost; abandoned when a newer term began
+// before this leader noticed, and then its end is when it noticed). The
+// operations page (fence serve) shows terms on its timeline. WithRetention
+// does not apply; prune terms with Store.PruneRuns.
 //
 // Leadership is not a fence: the leader's ctx is cancelled before the
 // lease can lapse, but only writes made with the term's token are refused
@@ -201,6 +211,18 @@ func (e *election) lead(ctx context.Context, l Lease, acquiredAt time.Time) (err
 	log := e.log.With("fence", t.Fence)
 	k := e.s.startKeeper(ctx, e.c, t, acquiredAt, log)
 	log.InfoContext(ctx, "fence: became leader")
+	bg := context.WithoutCancel(ctx)
+	// The term goes in the run ledger like a run: who led (the holder
+	// name), from when to when by the database clock, with which fence,
+	// and how it ended. A term the ledger could not record is still led:
+	// the ledger is for operators, the lease decides who leads.
+	cctx, cancel := context.WithTimeout(ctx, e.c.callTimeout)
+	id, err := e.s.StartRun(cctx, t, termDetail)
+	cancel()
+	if err != nil {
+		id = 0
+		log.WarnContext(ctx, "fence: recording the term in the run ledger failed", "err", err)
+	}
 	// The instance's own term, as a read of the lease would show it.
 	e.observe(LeaseInfo{Name: t.Lease, State: StateHeld, Owner: t.Owner, Holder: e.s.Holder(), Fence: t.Fence})
 
@@ -212,6 +234,9 @@ func (e *election) lead(ctx context.Context, l Lease, acquiredAt time.Time) (err
 		<-k.Context().Done()
 	}
 	lost := k.Stop(errSteppedDown)
+	if id != 0 {
+		e.endTerm(bg, t, id, lost, p, log)
+	}
 	switch {
 	case lost == nil:
 		log.InfoContext(ctx, "fence: stepping down")
@@ -231,6 +256,36 @@ func (e *election) lead(ctx context.Context, l Lease, acquiredAt time.Time) (err
 		panic(p.value)
 	}
 	return ctx.Err()
+}
+
+// termDetail is the detail, and the result, of a term's run.
+var termDetail = json.RawMessage(`{"fence_term":"leader"}`)
+
+// IsTerm reports whether the run is a term of leadership that Elect
+// recorded: its start and end are the term's, its holder the leader.
+// Its status says how the term ended: succeeded (stepped down), failed
+// (OnStartedLeading panicked), lost (the lease was lost or could not be
+// proven), abandoned (a newer term began before this leader noticed; its
+// end is when it noticed, if it could say so).
+func (r RunInfo) IsTerm() bool { return bytes.Equal(r.Result, termDetail) }
+
+// endTerm records how the term of run id ended: lost is the keeper's cause
+// (nil when the leader stepped down), p a panic of the callback.
+func (e *election) endTerm(ctx context.Context, t Token, id int64, lost error, p *jobPanic, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, e.c.callTimeout)
+	defer cancel()
+	if lost != nil {
+		e.s.endedLate(ctx, t, id, lost.Error(), lost)
+		return
+	}
+	var o Completion
+	o.Result = termDetail
+	if p != nil {
+		o.Err = &PanicError{Value: p.value}
+	}
+	if err := e.s.FinishRun(ctx, t, id, o); err != nil {
+		log.WarnContext(ctx, "fence: recording the end of the term failed", "run", id, "err", err)
+	}
 }
 
 // callLeader runs OnStartedLeading and turns a panic into the value to

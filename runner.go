@@ -18,7 +18,7 @@ import (
 // the token (Store.Exec, Store.InTx): cancellation is a signal, not a fence.
 type Job func(ctx context.Context) error
 
-// Outcome kinds of a Run.
+// RunOutcome is how a Run ended (Result.Outcome).
 type RunOutcome string
 
 const (
@@ -57,6 +57,9 @@ type runConfig struct {
 	ttl, renewEvery, deadline, callTimeout, minHold time.Duration
 	retention                                       time.Duration
 	retry                                           time.Duration // Elect's follower poll
+	loc                                             *time.Location
+	retries                                         int
+	retryBackoff, catchUp                           time.Duration
 	wait                                            bool
 	detail                                          any
 	onStarted                                       func(ctx context.Context, t Token)
@@ -95,7 +98,8 @@ func WithWait() RunOption { return func(c *runConfig) { c.wait = true } }
 // WithDetail stores v (as JSON) on the run when it starts.
 func WithDetail(v any) RunOption { return func(c *runConfig) { c.detail = v } }
 
-// OnStarted is called when the lease is held and the run recorded, before the job.
+// OnStarted is called when the lease is held and the run recorded, before
+// the job (under Schedule, only on the replica that runs the slot).
 func OnStarted(f func(ctx context.Context, t Token)) RunOption {
 	return func(c *runConfig) { c.onStarted = f }
 }
@@ -103,7 +107,11 @@ func OnStarted(f func(ctx context.Context, t Token)) RunOption {
 // OnLost is called once if authority is lost while the job runs, with the cause.
 func OnLost(f func(t Token, err error)) RunOption { return func(c *runConfig) { c.onLost = f } }
 
-// OnFinished is called with the result when Run is about to return.
+// OnFinished is called with the result when Run is about to return, and
+// under Schedule after each slot (or retry) that this replica ran: a
+// replica that found the slot taken does not call it (ShedLock's
+// behaviour), so counting its calls counts runs. Run in fail-fast mode
+// does call it with NotAcquired, as that is Run's own result.
 func OnFinished(f func(r Result)) RunOption { return func(c *runConfig) { c.onFinished = f } }
 
 // WithRunLogger sets the runner's logger (default: the store's).
@@ -146,6 +154,10 @@ func (s *Store) runConfig(opts []RunOption) (runConfig, error) {
 		return c, fmt.Errorf("%w: retry period %v must be at least 1ms", ErrInvalid, c.retry)
 	case c.minHold < 0:
 		return c, fmt.Errorf("%w: min hold %v is negative", ErrInvalid, c.minHold)
+	case c.retries < 0 || c.retries > 0 && c.retryBackoff <= 0:
+		return c, fmt.Errorf("%w: retry %d times, %v apart: want a count of at least 0 and a positive backoff", ErrInvalid, c.retries, c.retryBackoff)
+	case c.catchUp < 0:
+		return c, fmt.Errorf("%w: catch-up window %v is negative", ErrInvalid, c.catchUp)
 	case c.retention != 0 && c.retention < time.Millisecond:
 		return c, fmt.Errorf("%w: run retention %v must be at least 1ms, or 0 to keep every run", ErrInvalid, c.retention)
 	}
@@ -247,11 +259,6 @@ func (e *UnprovenError) Unwrap() error {
 	return e.Last
 }
 
-// Whether a stall ends as Lost or Rejected depends on who notices first: the
-// renewal keeper (Lost, the job's context cancelled) or the fenced completion
-// (Rejected). Both mean the same for the caller: nothing after the takeover
-// was committed by this run.
-//
 // Run acquires the lease name, records a run, and runs job while renewing
 // the lease every TTL/3. It cancels the job's context the moment a renewal is
 // rejected, or when no renewal has succeeded within the renew deadline
@@ -259,6 +266,14 @@ func (e *UnprovenError) Unwrap() error {
 // successful renewal), finishes the run with fenced completion, and releases
 // the lease. The error is non-nil only for bad options or when ctx ended
 // before the lease was acquired; everything else is in the Result.
+//
+// Whether a stall ends as Lost or Rejected depends on who notices first: the
+// renewal keeper (Lost, the job's context cancelled) or the fenced completion
+// (Rejected). Both mean the same for the caller: nothing after the takeover
+// was committed by this run. Either way, when a newer owner's run had
+// already started (and marked this one abandoned), the ledger records when
+// this run really ended, so that the overlap shows (RunInfo.Error then ends
+// in "completion refused" or "stopped late: …").
 //
 // If job panics, Run records the run as failed (the job error is a
 // *PanicError), releases the lease, calls OnFinished, and then panics again
@@ -391,7 +406,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 				r.Outcome, r.Err = Rejected, err
 			}
 			mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
-			_ = s.markRunLost(mctx, t.Lease, id, t.Fence, jobErr.Error(), k.Lost())
+			s.endedLate(mctx, t, id, jobErr.Error(), k.Lost())
 			mcancel()
 		}
 		log.ErrorContext(ctx, "fence: job panicked", "run", id, "panic", panicked.value)
@@ -404,7 +419,7 @@ func (s *Store) runHeld(ctx context.Context, c runConfig, l Lease, acquiredAt ti
 		// Bounded: during an outage the mark may not get through, and the
 		// caller must hear about the loss now, not after TCP timeouts.
 		mctx, mcancel := context.WithTimeout(bg, c.callTimeout)
-		_ = s.markRunLost(mctx, t.Lease, id, t.Fence, cause.Error(), cause)
+		s.endedLate(mctx, t, id, cause.Error(), cause)
 		mcancel()
 		log.WarnContext(ctx, "fence: job stopped, lease lost", "run", id, "cause", cause)
 		// Unproven is not refused: the lease may still be ours; give it up

@@ -186,7 +186,7 @@ func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Completion) 
 		if r.Status == driver.RunAbandoned && r.Owner == t.Owner {
 			// The run went on after its successor started; the ledger
 			// keeps when it really ended, so the overlap shows.
-			_, _ = s.drv.RunRefused(rctx, id, t.Fence)
+			_, _ = s.drv.RunRefused(rctx, id, t.Fence, reportRefused)
 		}
 		le := s.lost(rctx, t, "finish run").(*LostError)
 		return fmt.Errorf("%w (run %d is already %s)", le, id, r.Status)
@@ -194,6 +194,29 @@ func (s *Store) FinishRun(ctx context.Context, t Token, id int64, o Completion) 
 	lerr := s.lost(rctx, t, "finish run")
 	_, _ = s.drv.RunMarkLost(rctx, id, t.Fence, "completion rejected: "+lerr.Error())
 	return lerr
+}
+
+// The reports a stale worker adds to its abandoned run's error when it
+// ends it late (see endedLate).
+const (
+	reportRefused = "completion refused"
+	reportStopped = "stopped late: its worker found the lease lost"
+)
+
+// endedLate records the real end of run id of t after its worker found the
+// lease lost, if a newer generation's run had abandoned it meanwhile: the
+// run then still shows its successor's start as its end, and the overlap
+// of the two would not show. A run still running is marked lost instead
+// (its end is now, and no run of a newer fence began). Bounded by ctx; the
+// ledger is what an operator reads, so a failure is only logged.
+func (s *Store) endedLate(ctx context.Context, t Token, id int64, reason string, cause error) {
+	if err := s.markRunLost(ctx, t.Lease, id, t.Fence, reason, cause); err != nil {
+		s.log.WarnContext(ctx, "fence: marking the run lost failed", "lease", t.Lease, "run", id, "err", err)
+		return
+	}
+	if _, err := s.drv.RunRefused(ctx, id, t.Fence, reportStopped); err != nil {
+		s.log.WarnContext(ctx, "fence: recording the end of the abandoned run failed", "lease", t.Lease, "run", id, "err", err)
+	}
 }
 
 // resolveFinish settles a completion whose answer was lost by reading the

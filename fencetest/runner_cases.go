@@ -268,17 +268,11 @@ func scheduleOnce(t *testing.T, b Backend) {
 		got := reports
 		reports = nil
 		mu.Unlock()
-		ran, refused := 0, 0
-		for _, r := range got {
-			switch {
-			case r.outcome == fence.Completed:
-				ran++
-			case r.outcome == fence.NotAcquired && errors.Is(r.err, fence.ErrHeld):
-				refused++
-			}
-		}
-		if len(got) != 2 || ran != 1 || refused != 1 {
-			t.Fatalf("slot %d: want one run and one refusal, got %+v", i+1, got)
+		// OnFinished fires only on the replica that ran the slot (the
+		// other found it held and says nothing, as with ShedLock); that
+		// it did not run it too is in slots, checked at the end.
+		if len(got) != 1 || got[0].outcome != fence.Completed {
+			t.Fatalf("slot %d: want one run, reported by the replica that ran it, got %+v", i+1, got)
 		}
 		// End the winner's minimum hold, so the next slot can be taken.
 		if _, err := admin.Revoke(ctx, "every-second"); err != nil {

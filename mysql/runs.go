@@ -114,9 +114,9 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return d.execOne(ctx, d.q["run_mark_lost"], reason, id, fence)
 }
 
-// RunRefused ends an abandoned run now, once.
-func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
-	return d.execOne(ctx, d.q["run_refused"], id, fence)
+// RunRefused ends an abandoned run now, once, with its worker's report.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64, report string) (bool, error) {
+	return d.execOne(ctx, d.q["run_refused"], report, id, fence)
 }
 
 // RunPrune deletes finished runs older than the retention.

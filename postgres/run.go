@@ -42,9 +42,9 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return n == 1, err
 }
 
-// RunRefused ends an abandoned run now, once.
-func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
-	n, err := d.c.exec(ctx, d.q.runRefused, id, fence)
+// RunRefused ends an abandoned run now, once, with its worker's report.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64, report string) (bool, error) {
+	n, err := d.c.exec(ctx, d.q.runRefused, id, fence, report)
 	return n == 1, err
 }
 

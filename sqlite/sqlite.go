@@ -558,9 +558,9 @@ func (d *Driver) RunMarkLost(ctx context.Context, id, fence int64, reason string
 	return d.execOne(ctx, "run_mark_lost", id, fence, reason)
 }
 
-// RunRefused ends an abandoned run now, once.
-func (d *Driver) RunRefused(ctx context.Context, id, fence int64) (bool, error) {
-	return d.execOne(ctx, "run_refused", id, fence)
+// RunRefused ends an abandoned run now, once, with its worker's report.
+func (d *Driver) RunRefused(ctx context.Context, id, fence int64, report string) (bool, error) {
+	return d.execOne(ctx, "run_refused", id, fence, report)
 }
 
 // RunSweep marks running runs of invalid generations lost.

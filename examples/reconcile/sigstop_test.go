@@ -97,6 +97,22 @@ func TestSIGSTOP(t *testing.T) {
 		}
 		t.Logf("A exited %d:\n%s", code, got)
 		checkOnlyB(t, r, runA, runB, fenceB)
+
+		// Whoever noticed first (A's keeper: lost; its completion:
+		// rejected), the ledger ends A's run when A stopped, after B's run
+		// had started: the operations page shows the overlap.
+		ra, err := s.GetRun(ctx, runA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := s.GetRun(ctx, runB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra.Status != fence.RunAbandoned || !ra.FinishedAt.After(rb.StartedAt) ||
+			!strings.Contains(ra.Error, "stopped late") && !strings.Contains(ra.Error, "completion refused") {
+			t.Errorf("A's run: %s, ended %v, error %q; want abandoned, ending after B's run started (%v), saying how", ra.Status, ra.FinishedAt, ra.Error, rb.StartedAt)
+		}
 	})
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -58,5 +59,38 @@ func TestLostReasonReadsAgainWhenUnknown(t *testing.T) {
 	}
 	if why, _ := app.lostReason(ctx, s, unknown(b.Token)); why != fmt.Sprintf("lease story fence %d was released", b.Token.Fence) {
 		t.Errorf("after a release: %q", why)
+	}
+}
+
+// Terms of leadership that Elect recorded are listed by 'fence runs' as
+// kind "term", runs as kind "run".
+func TestRunsListsTerms(t *testing.T) {
+	ctx := context.Background()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "t.db")
+	s, err := fencedsn.Open(ctx, dsn, fence.WithHolder("leader-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ectx, cancel := context.WithCancel(ctx)
+	_ = fence.Elect(ectx, s, "controller", fence.ElectionCallbacks{OnStartedLeading: func(context.Context, fence.Token) { cancel() }})
+	cancel()
+	res, err := fence.Run(ctx, s, "job", func(context.Context) error { return nil })
+	if err != nil || res.Outcome != fence.Completed {
+		t.Fatal(res, err)
+	}
+	code, out, errs := mainIn(t, []string{"FENCE_DSN=" + dsn}, "", "runs", "--json")
+	if code != 0 {
+		t.Fatalf("fence runs --json: %d %s", code, errs)
+	}
+	var runs []runJSON
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Kind != "run" || runs[1].Kind != "term" || runs[1].Holder != "leader-1" || runs[1].Lease != "controller" {
+		t.Errorf("fence runs --json: %s", out)
 	}
 }

@@ -162,6 +162,21 @@ func TestRunPausedRunnerExitsLost(t *testing.T) {
 		if runs[1].Status == "succeeded" || runs[1].Status == "running" {
 			t.Errorf("A's run must end neither succeeded nor running: %+v", runs[1])
 		}
+		// B's run abandoned A's; A's end is when A stopped, after B had
+		// started, so the timeline shows the overlap (before, whoever
+		// noticed first decided: the keeper left A ending at B's start).
+		if runs[1].Status != "abandoned" || runs[1].FinishedAt == nil || runs[0].StartedAt == nil ||
+			*runs[1].FinishedAt <= *runs[0].StartedAt || runs[1].Error == nil ||
+			!strings.Contains(*runs[1].Error, "stopped late") && !strings.Contains(*runs[1].Error, "completion refused") {
+			str := func(p *string) string {
+				if p == nil {
+					return "null"
+				}
+				return *p
+			}
+			t.Errorf("A's run should end abandoned, after B started, saying how it ended late: A %s, ended %s, error %q; B started %s",
+				runs[1].Status, str(runs[1].FinishedAt), str(runs[1].Error), str(runs[0].StartedAt))
+		}
 	})
 }
 
@@ -375,7 +390,7 @@ func TestListingsJSON(t *testing.T) {
 		if err := jsonUnmarshal(r.stdout, &runs); err != nil || len(runs) != 2 {
 			t.Fatalf("runs --json: %v\n%v", err, r)
 		}
-		wantKeys(t, runs[0], "id", "lease", "owner", "holder", "fence", "status", "started_at", "finished_at", "duration_ms", "exit_code", "error", "result")
+		wantKeys(t, runs[0], "id", "kind", "lease", "owner", "holder", "fence", "status", "started_at", "finished_at", "duration_ms", "exit_code", "error", "result")
 		running, finished := runs[0], runs[1]
 		if running["holder"] != busyHolder || finished["holder"] != "batch-7 (eu)" {
 			t.Errorf("run holders %v, %v; want %s, batch-7 (eu)", running["holder"], finished["holder"], busyHolder)

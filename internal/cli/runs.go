@@ -17,6 +17,7 @@ import (
 // fields may be added, never renamed or removed.
 type runJSON struct {
 	ID         int64           `json:"id"`
+	Kind       string          `json:"kind"`
 	Lease      string          `json:"lease"`
 	Owner      string          `json:"owner"`
 	Holder     string          `json:"holder"`
@@ -33,6 +34,7 @@ type runJSON struct {
 func runToJSON(r fence.RunInfo) runJSON {
 	j := runJSON{
 		ID:         r.ID,
+		Kind:       "run",
 		Lease:      r.Lease,
 		Owner:      r.Owner,
 		Holder:     r.Holder,
@@ -51,6 +53,9 @@ func runToJSON(r fence.RunInfo) runJSON {
 		e := r.Error
 		j.Error = &e
 	}
+	if r.IsTerm() {
+		j.Kind = "term"
+	}
 	if len(j.Result) == 0 {
 		j.Result = json.RawMessage("null")
 	}
@@ -68,6 +73,11 @@ completion. STATUS is one of
   failed     finished with a non-zero exit status, completion accepted
   lost       its worker lost the lease, or its completion was rejected as stale
   abandoned  a newer owner of the same lease started a run while it was running
+             (its end is when its worker stopped, if the worker said so
+             afterwards: "completion refused" or "stopped late" in its error)
+
+The library's Elect records each term of leadership here too, as a run of
+kind "term": its holder led from its start to its end with its fence.
 
 HOLDER is the name the run's lease owner went by ('fence run --holder', by
 default host:pid of the fence process), kept when the lease changes hands
@@ -77,6 +87,7 @@ that write is fenced by the lease.
 --json prints an array (empty: []) of objects with these fields:
 
   id           integer  run id, increasing
+  kind         string   run | term (a term of leadership, see above)
   lease        string   lease name
   owner        string   full owner token of the acquisition the run belongs to
   holder       string   the name of that acquisition's owner ("" when none

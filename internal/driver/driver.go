@@ -268,9 +268,9 @@ type Driver interface {
 	// RunMarkLost marks a still-running run lost.
 	RunMarkLost(ctx context.Context, id, fence int64, reason string) (bool, error)
 	// RunRefused ends an abandoned run of fence now (its worker reported
-	// its end after a newer generation took over), once; ok is false when
-	// it changed nothing.
-	RunRefused(ctx context.Context, id, fence int64) (bool, error)
+	// its end after a newer generation took over), once, adding "; "+report
+	// to its error; ok is false when it changed nothing.
+	RunRefused(ctx context.Context, id, fence int64, report string) (bool, error)
 	// RunSweep marks running runs whose lease generation is no longer valid lost.
 	RunSweep(ctx context.Context) (int64, error)
 	// RunPrune deletes finished (not running) runs of lease ("" for all)

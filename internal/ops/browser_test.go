@@ -230,6 +230,7 @@ func TestBrowserShowsTakeover(t *testing.T) {
 		if got := eval[string](t, bctx, `document.getElementById("status").textContent`); !strings.HasPrefix(got, "live · db time ") {
 			t.Errorf("status %q, want live", got)
 		}
+		checkSeen(t, bctx, "with JavaScript")
 
 		// The hostile name is text in the live-updated table, and none of
 		// its markup ran or became elements.
@@ -261,6 +262,80 @@ func TestBrowserShowsTakeover(t *testing.T) {
 		if got := eval[string](t, nctx, `document.getElementById("status").textContent`); strings.HasPrefix(got, "live") {
 			t.Errorf("the script ran with JavaScript disabled (status %q)", got)
 		}
+		checkSeen(t, nctx, "without JavaScript")
 		console.check(t)
 	})
+}
+
+// seenLayout is what a person sees of the page's structure, read from the
+// rendered document: the visible section headings (without their counts),
+// text the browser put directly in <body> (a stray fragment shows there),
+// and per table its visible header cells and, per body row, how many
+// columns its cells span.
+type seenLayout struct {
+	Headings []string `json:"headings"`
+	Stray    []string `json:"stray"`
+	Tables   []struct {
+		ID     string   `json:"id"`
+		Header []string `json:"header"`
+		Rows   []int    `json:"rows"`
+	} `json:"tables"`
+}
+
+const seenLayoutJS = `(function () {
+  function visible(e) { var r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== "hidden"; }
+  function own(e) { var c = e.cloneNode(true); c.querySelectorAll(".count").forEach(function (x) { x.remove(); }); return c.textContent.trim(); }
+  var out = {headings: [], stray: [], tables: []};
+  document.querySelectorAll("h2").forEach(function (h) { if (visible(h)) { out.headings.push(own(h)); } });
+  document.body.childNodes.forEach(function (n) { if (n.nodeType === 3 && n.textContent.trim()) { out.stray.push(n.textContent.trim()); } });
+  document.querySelectorAll("table").forEach(function (t) {
+    var head = [], rows = [];
+    t.querySelectorAll("thead th").forEach(function (th) { if (visible(th)) { head.push(th.textContent.trim()); } });
+    t.querySelectorAll("tbody tr").forEach(function (tr) {
+      var n = 0;
+      Array.prototype.forEach.call(tr.cells, function (c) { n += c.colSpan; });
+      rows.push(n);
+    });
+    out.tables.push({id: t.id, header: head, rows: rows});
+  });
+  return out;
+})()`
+
+// checkSeen asserts what a person sees: each section once, in order, no
+// stray text, and each table with its header row, every row as wide.
+func checkSeen(t *testing.T, ctx context.Context, how string) {
+	t.Helper()
+	l := eval[seenLayout](t, ctx, seenLayoutJS)
+	want := []string{"Leases", "Timeline", "Recent runs", "Stale rejections"}
+	if strings.Join(l.Headings, "|") != strings.Join(want, "|") {
+		t.Errorf("%s: the sections a person sees are %q, want %q once each", how, l.Headings, want)
+	}
+	for _, s := range l.Stray {
+		t.Errorf("%s: stray text on the page: %q", how, s)
+	}
+	headers := map[string]string{
+		"leases": "Name|State|Holder|Fence|Expires in",
+		"runs":   "Run|Kind|Lease|Holder|Fence|Status|Started|Duration|Exit|Error",
+		"stale":  "Run|Lease|Fence|Status|Ended|Reason",
+	}
+	seen := map[string]bool{}
+	for _, tb := range l.Tables {
+		if seen[tb.ID] {
+			t.Errorf("%s: table %q shown twice", how, tb.ID)
+		}
+		seen[tb.ID] = true
+		if got := strings.Join(tb.Header, "|"); got != headers[tb.ID] {
+			t.Errorf("%s: table %q has the header %q, want %q", how, tb.ID, got, headers[tb.ID])
+		}
+		for i, n := range tb.Rows {
+			if n != len(tb.Header) {
+				t.Errorf("%s: table %q row %d spans %d columns, its header %d", how, tb.ID, i+1, n, len(tb.Header))
+			}
+		}
+	}
+	for id := range headers {
+		if !seen[id] {
+			t.Errorf("%s: no table %q", how, id)
+		}
+	}
 }

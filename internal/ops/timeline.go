@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"html"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -45,7 +46,9 @@ const (
 	tlRowGap  = 14.0
 	tlMaxLane = 6
 	// tlDigit is the width of one digit of a fence label at the label's
-	// font size, for placing labels without measuring text.
+	// font size (11 user units, monospace: 0.6 em), for placing labels
+	// without measuring text. The image says its font itself, for when it
+	// is shown without the page's stylesheet.
 	tlDigit = 6.6
 )
 
@@ -61,6 +64,8 @@ type tlRun struct {
 	lane    int
 	x0, x1  float64
 	labelIn bool
+	// noLabel: no room for the label in any lane; the bar's title has it.
+	noLabel bool
 	// labelLeft: the label goes before the bar, which ends too near the
 	// right edge for it.
 	labelLeft bool
@@ -150,7 +155,7 @@ func timeline(runs []fence.RunInfo, now time.Time, leases map[string]fence.Lease
 		height += 18
 	}
 
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="timeline" viewBox="0 0 %.0f %.0f" role="img" aria-labelledby="timeline-title">`, tlWidth, height)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="timeline" viewBox="0 0 %.0f %.0f" font-family="ui-monospace, monospace" font-size="11" role="img" aria-labelledby="timeline-title">`, tlWidth, height)
 	fmt.Fprintf(&b, `<title id="timeline-title">Runs of %d lease(s) from %s to %s, database time (UTC)</title>`, len(rows), esc(stamp(t0)), esc(stamp(t1)))
 	b.WriteString(`<defs><pattern id="hatch" class="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fee2e2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#b91c1c" stroke-width="3"/></pattern></defs>`)
 	axis(&b, t0, t1, x, height)
@@ -177,43 +182,95 @@ func latest(r *tlRow) int64 {
 }
 
 // placeLanes gives each run (sorted by start) the first lane where neither
-// its bar nor its label touches the previous one's, and returns how many
-// lanes the row needs. Beyond tlMaxLane lanes runs share the lane that
-// frees first.
+// its bar nor its fence label touches what is already there, and returns
+// how many lanes the row needs. A label goes inside its bar when it fits,
+// else after it, or before it near the right edge. A run with no lane free
+// for its bar and label (beyond tlMaxLane lanes) goes without a label (its
+// bar's title still has the fence): in the first lane free for its bar
+// alone, else in the lane that frees first, its bar over others'. Labels
+// never overlap labels or other runs' bars (a fence is 16 digits:
+// TestPlaceLanesLabelsNeverOverlap, TestBrowserTimelineLabelsDoNotOverlap).
 func placeLanes(runs []*tlRun, x func(time.Time) float64) int {
+	const gap = 3.0
 	var ends []float64 // per lane, the rightmost x taken
-	for _, r := range runs {
-		r.x0, r.x1 = x(r.StartedAt), max(x(r.end), x(r.StartedAt)+2)
-		label := float64(len(strconv.FormatInt(r.Fence, 10)))*tlDigit + 8
-		r.labelIn = r.x1-r.x0 >= label
-		r.labelLeft = !r.labelIn && r.x1+label > tlWidth
-		right := r.x1
-		if !r.labelIn && !r.labelLeft {
-			right += label
-		}
-		lane := -1
+	byLane := map[int][]*tlRun{}
+	free := func(left float64) int {
 		for i, e := range ends {
-			if e+3 <= r.x0 {
-				lane = i
-				break
+			if e+gap <= left {
+				return i
 			}
 		}
-		if lane < 0 && len(ends) < tlMaxLane {
-			ends = append(ends, 0)
-			lane = len(ends) - 1
+		if len(ends) < tlMaxLane {
+			ends = append(ends, math.Inf(-1))
+			return len(ends) - 1
 		}
+		return -1
+	}
+	for _, r := range runs {
+		r.x0, r.x1 = x(r.StartedAt), max(x(r.end), x(r.StartedAt)+2)
+		label := labelWidth(r.Fence)
+		r.labelIn = r.x1-r.x0 >= label+8
+		r.labelLeft = !r.labelIn && r.x1+4+label > tlWidth
+		left, right := r.x0, r.x1
+		switch {
+		case r.labelLeft:
+			left = r.x0 - 4 - label
+		case !r.labelIn:
+			right = r.x1 + 4 + label
+		}
+		lane := free(left)
 		if lane < 0 {
-			lane = 0
-			for i, e := range ends {
-				if e < ends[lane] {
-					lane = i
+			r.noLabel, r.labelIn, r.labelLeft = true, false, false
+			left, right = r.x0, r.x1
+			if lane = free(left); lane < 0 {
+				// Its bar goes over runs of a lane, and their labels under
+				// it go: the lane where the fewest labels go, then the one
+				// that frees first.
+				covered := func(i int) (n int) {
+					for _, o := range byLane[i] {
+						if l, r2, ok := o.labelSpan(); ok && l < r.x1 && r.x0 < r2 {
+							n++
+						}
+					}
+					return n
+				}
+				lane = 0
+				for i := range ends {
+					if c, c0 := covered(i), covered(lane); c < c0 || c == c0 && ends[i] < ends[lane] {
+						lane = i
+					}
+				}
+				for _, o := range byLane[lane] {
+					if l, r2, ok := o.labelSpan(); ok && l < r.x1 && r.x0 < r2 {
+						o.noLabel, o.labelIn, o.labelLeft = true, false, false
+					}
 				}
 			}
 		}
 		ends[lane] = max(ends[lane], right)
 		r.lane = lane
+		byLane[lane] = append(byLane[lane], r)
 	}
 	return max(len(ends), 1)
+}
+
+// labelSpan is where r's label lies, from left to right, if it has one.
+func (r *tlRun) labelSpan() (float64, float64, bool) {
+	w := labelWidth(r.Fence)
+	switch {
+	case r.noLabel:
+		return 0, 0, false
+	case r.labelIn:
+		return r.x0 + 4, r.x0 + 4 + w, true
+	case r.labelLeft:
+		return r.x0 - 4 - w, r.x0 - 4, true
+	}
+	return r.x1 + 4, r.x1 + 4 + w, true
+}
+
+// labelWidth is the width of fence's label at the label's font size.
+func labelWidth(fence int64) float64 {
+	return float64(len(strconv.FormatInt(fence, 10))) * tlDigit
 }
 
 func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time.Time) {
@@ -280,9 +337,19 @@ func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time
 		if r.FinishedAt.IsZero() {
 			end = "running for " + human(now.Sub(r.StartedAt))
 		}
-		fmt.Fprintf(b, `<rect class="bar %s" data-run="%d" data-fence="%d" data-status="%s" x="%.1f" y="%.1f" width="%.1f" height="%.0f" rx="2" fill="%s"><title>run %d · fence %d · %s · started %s · %s%s</title></rect>`,
-			esc(string(r.Status)), r.ID, r.Fence, esc(string(r.Status)), r.x0, y, r.x1-r.x0, tlBar, fill,
-			r.ID, r.Fence, esc(string(r.Status)), esc(stamp(r.StartedAt)), esc(end), esc(errSuffix(r.Error)))
+		// A term of leadership (fence.Elect) is outlined and says who led.
+		cls, what, kind := "", fmt.Sprintf("run %d", r.ID), "run"
+		if r.IsTerm() {
+			cls, what, kind = " term", fmt.Sprintf("term of leader %s (run %d)", holderText(r.Holder, true), r.ID), "term"
+		} else if r.Holder != "" {
+			what += " by " + r.Holder
+		}
+		fmt.Fprintf(b, `<rect class="bar %s%s" data-run="%d" data-fence="%d" data-status="%s" data-kind="%s" x="%.1f" y="%.1f" width="%.1f" height="%.0f" rx="2" fill="%s"><title>%s · fence %d · %s · started %s · %s%s</title></rect>`,
+			esc(string(r.Status)), cls, r.ID, r.Fence, esc(string(r.Status)), kind, r.x0, y, r.x1-r.x0, tlBar, fill,
+			esc(what), r.Fence, esc(string(r.Status)), esc(stamp(r.StartedAt)), esc(end), esc(errSuffix(r.Error)))
+		if r.noLabel {
+			continue
+		}
 		lx, cls, anchor := r.x1+4, "fence-label", "start"
 		switch {
 		case r.labelIn:

@@ -248,3 +248,78 @@ func TestBrowserTimeline(t *testing.T) {
 		console.check(t)
 	})
 }
+
+// labelOverlapsJS lists, from the boxes the browser drew, each fence label
+// that overlaps another label or a bar other than its own run's.
+const labelOverlapsJS = `(function () {
+  function box(e) { var r = e.getBoundingClientRect(); return {l: r.left, r: r.right, t: r.top, b: r.bottom, run: e.getAttribute("data-run")}; }
+  function meet(a, b) { return a.l < b.r - 0.5 && b.l < a.r - 0.5 && a.t < b.b - 0.5 && b.t < a.b - 0.5; }
+  var labels = Array.prototype.map.call(document.querySelectorAll("#timeline text.fence-label"), box);
+  var bars = Array.prototype.map.call(document.querySelectorAll("#timeline rect.bar"), box);
+  var out = [];
+  labels.forEach(function (a, i) {
+    labels.slice(i + 1).forEach(function (b) { if (meet(a, b)) { out.push("label of run " + a.run + " overlaps the label of run " + b.run); } });
+    bars.forEach(function (b) { if (b.run !== a.run && meet(a, b)) { out.push("label of run " + a.run + " overlaps the bar of run " + b.run); } });
+  });
+  return out;
+})()`
+
+// Fences are 16 digits (the database clock in microseconds): on a burst of
+// short runs, some a stale run's overlap, no fence label may cover another
+// or another run's bar, as a person sees the page (measured by Chromium,
+// with and without the page's script, at two widths). Labels that have no
+// room are left out; the bar's title still has the fence.
+func TestBrowserTimelineLabelsDoNotOverlap(t *testing.T) {
+	eachSerial(t, func(t *testing.T, b teststore.Backend) {
+		s := b.Open(t)
+		ctx := context.Background()
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		bctx, console := browser(t)
+		var prev fence.Lease
+		var prevRun int64
+		for i := range 14 {
+			l, err := s.Acquire(ctx, "burst", time.Minute)
+			if errors.Is(err, fence.ErrHeld) {
+				_, err = s.Revoke(ctx, "burst")
+				must(err)
+				l, err = s.Acquire(ctx, "burst", time.Minute)
+			}
+			must(err)
+			id, err := s.StartRun(ctx, l.Token, nil)
+			must(err)
+			if prevRun != 0 {
+				// Every third run outlives its successor's start.
+				_ = s.FinishRun(ctx, prev.Token, prevRun, fence.Completion{})
+			}
+			prev, prevRun = fence.Lease{}, 0
+			waitDB(t, s, 40*time.Millisecond)
+			if i%3 == 2 {
+				prev, prevRun = l, id
+				continue
+			}
+			must(s.FinishRun(ctx, l.Token, id, fence.Completion{}))
+			must(s.Release(ctx, l.Token))
+			waitDB(t, s, 15*time.Millisecond)
+		}
+		srv := httptest.NewServer(ops.Handler(s))
+		defer srv.Close()
+		for _, width := range []int64{1100, 700} {
+			if err := chromedp.Do(bctx, chromedp.EmulateViewport(width, 900), chromedp.Navigate(srv.URL+"/")); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, bctx, "the live status", `document.getElementById("status").textContent.slice(0, 4)`, "live")
+			if n := eval[int](t, bctx, `document.querySelectorAll("#timeline text.fence-label").length`); n == 0 {
+				t.Fatalf("width %d: no fence labels at all", width)
+			}
+			for _, o := range eval[[]string](t, bctx, labelOverlapsJS) {
+				t.Errorf("width %d: %s", width, o)
+			}
+		}
+		console.check(t)
+	})
+}

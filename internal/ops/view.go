@@ -69,7 +69,10 @@ type runsView struct {
 }
 
 type runView struct {
-	ID    int64  `json:"id"`
+	ID int64 `json:"id"`
+	// Kind is "term" for a term of leadership that fence.Elect recorded
+	// (its holder led from its start to its end), "run" for a job's run.
+	Kind  string `json:"kind"`
 	Lease string `json:"lease"`
 	Owner string `json:"owner"` // the 8-character prefix, as in leaseView
 
@@ -218,7 +221,7 @@ func (h *handler) runs(ctx context.Context, q runQuery) (runsView, error) {
 }
 
 func runToView(r fence.RunInfo, now time.Time) runView {
-	v := runView{ID: r.ID, Lease: r.Lease, Holder: r.Holder, HolderText: holderText(r.Holder, true),
+	v := runView{ID: r.ID, Kind: "run", Lease: r.Lease, Holder: r.Holder, HolderText: holderText(r.Holder, true),
 		Owner: holder(r.Owner), OwnerShort: holder(r.Owner), Fence: r.Fence,
 		Status: string(r.Status), StartedAt: stamp(r.StartedAt), Started: human(now.Sub(r.StartedAt)) + " ago",
 		Finished: "–", ExitCode: r.ExitCode, Exit: "–", Error: r.Error}
@@ -231,6 +234,9 @@ func runToView(r fence.RunInfo, now time.Time) runView {
 	}
 	if r.ExitCode != nil {
 		v.Exit = fmt.Sprint(*r.ExitCode)
+	}
+	if r.IsTerm() {
+		v.Kind = "term"
 	}
 	return v
 }

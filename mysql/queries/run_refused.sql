@@ -1,8 +1,11 @@
--- The worker of an abandoned run reports, too late, that it has ended: the
--- run ends now rather than when its successor started, so the ledger shows
--- how long the stale run overlapped the newer generation. Once only: a
--- retried report does not move the end again. Run id, fence.
+-- The worker of an abandoned run reports, too late, how it ended: the run
+-- ends now rather than when its successor started, so the ledger shows how
+-- long the stale run overlapped the newer generation. The report is added
+-- to the run's error ("completion refused", or that its job was stopped
+-- when the runner found the lease lost). Once only: an abandoned run's
+-- error ('superseded by fence N') has no "; " until a report adds one, so a
+-- retried report does not move the end again. Run id, fence, report.
 UPDATE {{prefix}}runs
-SET finished_at_ms = {{now}}, error_text = CONCAT(error_text, '; completion refused')
+SET finished_at_ms = {{now}}, error_text = CONCAT(error_text, '; ', ?)
 WHERE run_id = ? AND fence_token = ? AND status = 'abandoned'
-  AND error_text NOT LIKE '%; completion refused'
+  AND error_text NOT LIKE '%; %'
