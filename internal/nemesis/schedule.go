@@ -92,7 +92,7 @@ func (s Step) String() string {
 	}
 	f := ""
 	if s.Flaps > 1 {
-		f = fmt.Sprintf(" x%d gap %s", s.Flaps, s.Gap)
+		f = fmt.Sprintf(" x%d gap %s", s.Flaps, s.Gap.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("%s at %s: drop %s for %s%s", s.Kind, s.At.Round(time.Millisecond), strings.Join(c, ","), s.Hold.Round(time.Millisecond), f)
 }

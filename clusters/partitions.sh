@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# clusters/partitions.sh — a cluster whose nodes each run in a network
+# namespace of their own, on a bridge, and fence-torture against it with
+# the partition nemesis (internal/nemesis; docs/CLUSTERS.md "Partitions"):
+# majority/minority splits, a node isolated from its peers but not its
+# clients, a bridge, one-way cuts, and flapping cuts shorter and longer
+# than the lease TTL and the failover timeout, drawn from the torture's
+# seed, written to OUT/nemesis.json and always healed at the end. The
+# clients and the harness stay in the root namespace (on the bridge) and
+# reach every node on both sides of every cut.
+#
+#   partitions.sh galera DURATION [fence-torture flags...]
+#
+# galera: 3 MariaDB Galera nodes (clusters/galera/galera.sh in namespace
+# mode), clients over the three, the nemesis combined with the process
+# faults of clusters/galera/torture.sh (node 3 SIGKILLed and rejoined,
+# apply lag on node 2) and the torture's own (pause, skew, cancel). Node 1
+# (the harness's, whose binary log orders the checks) is never cut off
+# into a minority. Pass --galera-old-guard (with NODE_KILL=0) for the
+# control, which must be caught.
+#
+# Environment:
+#   PARTITIONS_DIR    scratch directory (default: mktemp); kept on failure
+#   NEMESIS_PREFIX    namespace prefix (default fn), NEMESIS_SUBNET (default
+#                     10.77.0): must be free on this machine
+#   NEMESIS_FAULTS    fault kinds (default all)
+#   FENCE_GALERA_PROVIDER_OPTIONS  default: evs timeouts of 2-3 s so that a
+#                     cut-off node leaves the primary component (and a
+#                     healed one comes back) within seconds, not 15+
+#   NEMESIS_FAILOVER_TIMEOUT  what the schedule draws around (default 3s)
+#   NODE_KILL, LAG_SECONDS    as clusters/galera/torture.sh
+# Needs root (ip netns). Exit status: fence-torture's (0: violations 0).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+CLUSTER=${1:?usage: partitions.sh galera DURATION [fence-torture flags...]}
+DURATION=${2:?usage: partitions.sh galera DURATION [fence-torture flags...]}
+shift 2
+PREFIX=${NEMESIS_PREFIX:-fn}
+SUBNET=${NEMESIS_SUBNET:-10.77.0}
+FAULTS=${NEMESIS_FAULTS:-all}
+FO=${NEMESIS_FAILOVER_TIMEOUT:-3s}
+[[ $CLUSTER == galera ]] || { echo "partitions.sh: cluster must be galera, got ${CLUSTER}" >&2; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "partitions.sh: needs root (ip netns)" >&2; exit 2; }
+
+log() { printf '[partitions %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+dir=${PARTITIONS_DIR:-$(mktemp -d)}
+mkdir -p "$dir/out"
+chmod 755 "$dir" # the servers run as user mysql
+go build -o "$dir/fence-torture" ./cmd/fence-torture
+go build -o "$dir/fence-nemesis" ./cmd/fence-nemesis
+nem() { "$dir/fence-nemesis" "$1" --prefix "$PREFIX" --nodes 3 --subnet "$SUBNET"; }
+
+export FENCE_GALERA_DIR="$dir/cluster"
+export FENCE_GALERA_NETNS="${PREFIX}:${SUBNET}"
+export FENCE_GALERA_PROVIDER_OPTIONS=${FENCE_GALERA_PROVIDER_OPTIONS:-evs.keepalive_period=PT0.5S;evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT2S;evs.inactive_timeout=PT3S;evs.install_timeout=PT3S;evs.join_retrans_period=PT0.5S}
+
+rc=0
+cleanup() {
+	# Every cut healed, every node stopped, the namespaces and bridge gone,
+	# whatever happened.
+	nem heal >/dev/null 2>&1 || true
+	bash clusters/galera/galera.sh stop >/dev/null 2>&1 || true
+	nem down || log "could not remove the namespaces ${PREFIX}1-3 (ip netns list)"
+	if [[ $rc -eq 0 && -z "${PARTITIONS_DIR:-}" ]]; then
+		rm -rf "$dir"
+	else
+		log "kept ${dir} (histories and the nemesis schedule in ${dir}/out)"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "namespaces ${PREFIX}1-3 on ${SUBNET}.0/24 (bridge ${PREFIX}br, clients at ${SUBNET}.254)"
+nem up
+t0=$SECONDS
+bash clusters/galera/galera.sh start
+log "cluster up in $((SECONDS - t0)) s"
+FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$DURATION" \
+	--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$FAULTS" --nemesis-keep 1 \
+	--nemesis-failover-timeout "$FO" --out "$dir/out" "$@" || rc=$?
+log "fence-torture exit ${rc}; cuts left in place: $(nem drops | wc -l)"
+exit "$rc"
