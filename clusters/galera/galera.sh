@@ -244,6 +244,8 @@ port_users() {
 # peer's port as a local port).
 check_ports() {
 	local lo hi n p users
+	# In namespaces the ports are the namespaces' own.
+	[[ -z "$NETNS" ]] || return 0
 	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { lo=0 hi=-1; }
 	for n in "${NODES[@]}"; do
 		for p in $(node_ports "$n"); do
