@@ -28,6 +28,15 @@
 # the peer cannot bind it (ci of stop 22, with the old default 45671: node
 # 2 failed three times with "bind: Address already in use" on 45672).
 #   FENCE_GALERA_WAIT        seconds to wait for a node (default 120)
+#   FENCE_GALERA_NETNS       PREFIX:SUBNET, e.g. fn:10.77.0: node N runs in the
+#                            network namespace PREFIXN with address SUBNET.N
+#                            (made by fence-nemesis up, clusters/partitions.sh),
+#                            the DSNs name those addresses, and root may also
+#                            connect from the bridge (SUBNET.254): the partition
+#                            nemesis cuts the nodes apart, not their clients
+#   FENCE_GALERA_PROVIDER_OPTIONS  appended to wsrep_provider_options, e.g.
+#                            shorter evs timeouts so that a cut-off node is
+#                            dropped and a healed one rejoins sooner
 # Under CI=true or FENCE_CI_PROVISION=1 a missing galera-4, rsync or
 # mariadb-server is apt-get installed; otherwise their absence is an error.
 set -euo pipefail
@@ -39,6 +48,19 @@ WAIT=${FENCE_GALERA_WAIT:-120}
 PROVIDER=/usr/lib/galera/libgalera_smm.so
 MARIADBD=/usr/sbin/mariadbd
 NODES=(1 2 3)
+NETNS=${FENCE_GALERA_NETNS:-}
+NS_PREFIX=${NETNS%%:*}
+NS_SUBNET=${NETNS#*:}
+if [[ -n "$NETNS" && ! "$NETNS" =~ ^[a-z][a-z0-9]{0,7}:[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+	echo "galera.sh: FENCE_GALERA_NETNS must be PREFIX:SUBNET, e.g. fn:10.77.0, got ${NETNS}" >&2
+	exit 1
+fi
+EXTRA_OPTS=${FENCE_GALERA_PROVIDER_OPTIONS:-}
+
+# node_addr N: the address node N listens on (its namespace's, or loopback).
+node_addr() {
+	if [[ -n "$NETNS" ]]; then echo "${NS_SUBNET}.$1"; else echo 127.0.0.1; fi
+}
 
 log() { printf '[galera %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() {
@@ -109,7 +131,9 @@ provision() {
 write_config() {
 	local n=$1 d addrs="" i
 	d=$(node_dir "$n")
-	for i in "${NODES[@]}"; do addrs+="${addrs:+,}127.0.0.1:$(node_gport "$i")"; done
+	local a
+	a=$(node_addr "$n")
+	for i in "${NODES[@]}"; do addrs+="${addrs:+,}$(node_addr "$i"):$(node_gport "$i")"; done
 	cat >"${d}/my.cnf" <<EOF
 # written by clusters/galera/galera.sh
 [mysqld]
@@ -125,7 +149,7 @@ socket=$(node_sock "$n")
 pid-file=$(node_pidfile "$n")
 log-error=${d}/error.log
 port=$(node_port "$n")
-bind-address=127.0.0.1
+bind-address=${a}
 skip-name-resolve
 character-set-server=utf8mb4
 collation-server=utf8mb4_general_ci
@@ -144,11 +168,11 @@ wsrep_provider=${PROVIDER}
 wsrep_cluster_name=fence_test_${PORT}
 wsrep_cluster_address=gcomm://${addrs}
 wsrep_node_name=node${n}
-wsrep_node_address=127.0.0.1:$(node_gport "$n")
-wsrep_node_incoming_address=127.0.0.1:$(node_port "$n")
-wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$(node_gport "$n");ist.recv_addr=127.0.0.1:$((GPORT + 10 + n - 1));gcache.size=64M"
+wsrep_node_address=${a}:$(node_gport "$n")
+wsrep_node_incoming_address=${a}:$(node_port "$n")
+wsrep_provider_options="gmcast.listen_addr=tcp://${a}:$(node_gport "$n");ist.recv_addr=${a}:$((GPORT + 10 + n - 1));gcache.size=64M${EXTRA_OPTS:+;${EXTRA_OPTS}}"
 wsrep_sst_method=rsync
-wsrep_sst_receive_address=127.0.0.1:$((GPORT + 20 + n - 1))
+wsrep_sst_receive_address=${a}:$((GPORT + 20 + n - 1))
 wsrep_slave_threads=1
 # fence refuses a node that re-runs failed autocommit statements (mysql.CheckSession).
 wsrep_retry_autocommit=0
@@ -177,6 +201,11 @@ start_node() {
 	rm -f "$(node_pidfile "$n")"
 	# Output to the node's own log, never to our stdout: a caller reading
 	# our output through a pipe must not wait for the server to close it.
+	if [[ -n "$NETNS" ]]; then
+		ip netns exec "${NS_PREFIX}${n}" true 2>/dev/null || die "network namespace ${NS_PREFIX}${n} is missing (fence-nemesis up, clusters/partitions.sh)"
+		ip netns exec "${NS_PREFIX}${n}" setsid "$MARIADBD" --defaults-file="${d}/my.cnf" "$@" </dev/null >>"${d}/mariadbd.out" 2>&1 &
+		return 0
+	fi
 	setsid "$MARIADBD" --defaults-file="${d}/my.cnf" "$@" </dev/null >>"${d}/mariadbd.out" 2>&1 &
 }
 
@@ -215,6 +244,8 @@ port_users() {
 # peer's port as a local port).
 check_ports() {
 	local lo hi n p users
+	# In namespaces the ports are the namespaces' own.
+	[[ -z "$NETNS" ]] || return 0
 	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { lo=0 hi=-1; }
 	for n in "${NODES[@]}"; do
 		for p in $(node_ports "$n"); do
@@ -293,6 +324,8 @@ cmd_start() {
 		done
 		sql 1 -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
 			GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+			${NETNS:+CREATE USER IF NOT EXISTS 'root'@'${NS_SUBNET}.254' IDENTIFIED BY '';
+			GRANT ALL PRIVILEGES ON *.* TO 'root'@'${NS_SUBNET}.254' WITH GRANT OPTION;}
 			CREATE DATABASE IF NOT EXISTS fence CHARACTER SET utf8mb4;"
 		for n in 2 3; do join_node "$n"; done
 	fi
@@ -330,7 +363,7 @@ cmd_status() {
 	done
 }
 
-cmd_dsn() { echo "mysql://root@127.0.0.1:$(node_port "$1")/fence"; }
+cmd_dsn() { echo "mysql://root@$(node_addr "$1"):$(node_port "$1")/fence"; }
 cmd_dsns() { echo "$(cmd_dsn 1),$(cmd_dsn 2),$(cmd_dsn 3)"; }
 
 cmd_kill() {

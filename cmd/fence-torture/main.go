@@ -19,12 +19,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fencedsn"
+	"github.com/fencekit/fence/internal/nemesis"
 	"github.com/fencekit/fence/internal/torture"
 )
 
@@ -57,10 +59,28 @@ func run() int {
 	flag.StringVar(&cfg.FailoverCmd, "failover-cmd", "", "shell command that fails the cluster's primary over to a standby, run every 3–6 s while the clients run; it prints primary-lost, promoted and lost-wal-bytes N lines (internal/torture/failover.go; proof/pg-failover.sh). --dsn must then be a multi-host DSN with target_session_attrs=read-write")
 	flag.BoolVar(&cfg.FailoverLossy, "failover-lossy", false, "with --failover-cmd: the cluster replicates asynchronously, a failover may lose reported commits; windows with one are judged by the external resources only (no fence handed out twice)")
 	flag.BoolVar(&cfg.RaiseAfterFailover, "raise-after-failover", false, "with --failover-lossy: run Store.RaiseFences right after each failover, as docs/RUNBOOK.md tells an operator to")
+	var nemNet, nemKinds string
+	var nemFO time.Duration
+	var nemKeep int
+	var nemReplay string
+	flag.StringVar(&nemNet, "nemesis", "", "network partitions between the cluster's nodes, each in a network namespace (fence-nemesis up): PREFIX:NODES:SUBNET, e.g. fn:3:10.77.0; the schedule is drawn from --seed and written to --out/nemesis.json (clusters/partitions.sh)")
+	flag.StringVar(&nemKinds, "nemesis-faults", "all", "with --nemesis: split, isolate, bridge, oneway, flap-short, flap-long, or all")
+	flag.DurationVar(&nemFO, "nemesis-failover-timeout", 6*time.Second, "with --nemesis: the cluster's failover timeout; cuts are drawn shorter and longer than it and the TTL")
+	flag.IntVar(&nemKeep, "nemesis-keep", 0, "with --nemesis: a node never cut off into a minority (the --dsn node on Galera, whose binary log orders the checks)")
+	flag.StringVar(&nemReplay, "nemesis-replay", "", "with --nemesis: play this recorded schedule (an earlier run's nemesis.json) instead of drawing one; use the same --seed")
 	strict := true
 	flag.BoolVar(&strict, "strict-acquire", strict, "take an acquire reported as a definite failure at its word: one that committed is a violation (--strict-acquire=false models it as maybe and counts such commits on the summary's FINDING line)")
 	flag.Parse()
 	cfg.LenientAcquire = !strict
+	if nemNet != "" {
+		nc, err := parseNemesis(nemNet, nemKinds)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fence-torture:", err)
+			return 2
+		}
+		nc.FailoverTimeout, nc.Keep, nc.Replay = nemFO, nemKeep, nemReplay
+		cfg.Nemesis = nc
+	}
 	for _, d := range strings.Split(clientDSNs, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			cfg.ClientDSNs = append(cfg.ClientDSNs, d)
@@ -121,4 +141,25 @@ func run() int {
 	}
 	r.WriteSummary(os.Stdout)
 	return r.ExitCode()
+}
+
+// parseNemesis reads --nemesis PREFIX:NODES:SUBNET and --nemesis-faults.
+func parseNemesis(spec, kinds string) (*torture.NemesisConfig, error) {
+	parts := strings.Split(spec, ":")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("--nemesis %q: want PREFIX:NODES:SUBNET, e.g. fn:3:10.77.0", spec)
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return nil, fmt.Errorf("--nemesis %q: NODES is not a number", spec)
+	}
+	net := nemesis.Net{Prefix: parts[0], Nodes: n, Subnet: parts[2]}
+	if err := net.Validate(); err != nil {
+		return nil, err
+	}
+	ks, err := nemesis.ParseKinds(kinds)
+	if err != nil {
+		return nil, err
+	}
+	return &torture.NemesisConfig{Net: net, Kinds: ks}, nil
 }

@@ -174,6 +174,10 @@ type Config struct {
 	// RaiseAfterFailover runs Store.RaiseFences(0) right after each lossy
 	// failover, as the runbook tells an operator to.
 	RaiseAfterFailover bool
+	// Nemesis, when set, plays network partitions between the nodes of
+	// the cluster the client DSNs reach, each node in a network namespace
+	// of its own (partition.go).
+	Nemesis *NemesisConfig
 }
 
 func (c *Config) defaults() error {

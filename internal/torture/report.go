@@ -129,6 +129,10 @@ type Result struct {
 	OldFenceRule  bool
 	// GaleraOldGuard: the Galera control ran (Config.GaleraOldGuard).
 	GaleraOldGuard bool
+	// NemesisFile is where the partition schedule was written (with what
+	// was applied when), NemesisSteps how many steps it had.
+	NemesisFile  string
+	NemesisSteps int
 	// CommitOrder says what numbered the event log: the clock row, or a
 	// Galera node's binary log (with the transactions and events read).
 	CommitOrder string
@@ -317,6 +321,13 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "  shape left out: %s: %s\n", k, r.ShapesSkipped[k])
 	}
 	fmt.Fprintf(w, "  faults injected: %s\n", sortedKV(r.FaultCount))
+	if r.NemesisSteps > 0 {
+		f := r.NemesisFile
+		if f == "" {
+			f = "not written (no --out)"
+		}
+		fmt.Fprintf(w, "  nemesis schedule: %d steps, %s\n", r.NemesisSteps, f)
+	}
 	fmt.Fprintf(w, "  ambiguous ops: %d\n", r.Ambiguous)
 	fmt.Fprintf(w, "  errors seen (failed or ambiguous ops): %s\n", sortedKV(r.ErrClasses))
 	acq := "strict (a definite failure must not have committed)"

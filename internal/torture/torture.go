@@ -495,6 +495,10 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 
 	init := make([]state, len(h.leases))
 	var runErr error
+	parts, err := h.startPartitions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := retry(ctx, func(ctx context.Context) error {
 		t, err := h.admin.Now(ctx)
 		h.barrierMs = t.UnixMilli()
@@ -544,9 +548,16 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	h.stopping.Store(true)
+	nemFile, nemErr := parts.stop(h)
 	h.failoverWait()
 	h.checker.finish()
 	r := h.result()
+	if parts != nil {
+		r.NemesisFile, r.NemesisSteps = nemFile, len(parts.rec.Steps)
+		if nemErr != nil {
+			r.Errors = append(r.Errors, nemErr.Error())
+		}
+	}
 	if runErr != nil {
 		r.Errors = append(r.Errors, runErr.Error())
 	}

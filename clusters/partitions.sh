@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# clusters/partitions.sh — a cluster whose nodes each run in a network
+# namespace of their own, on a bridge, and fence-torture against it with
+# the partition nemesis (internal/nemesis; docs/CLUSTERS.md "Partitions"):
+# majority/minority splits, a node isolated from its peers but not its
+# clients, a bridge, one-way cuts, and flapping cuts shorter and longer
+# than the lease TTL and the failover timeout, drawn from the torture's
+# seed, written to OUT/nemesis.json and always healed at the end. The
+# clients and the harness stay in the root namespace (on the bridge) and
+# reach every node on both sides of every cut.
+#
+#   partitions.sh galera DURATION [fence-torture flags...]
+#
+# galera: 3 MariaDB Galera nodes (clusters/galera/galera.sh in namespace
+# mode), clients over the three, the nemesis combined with the process
+# faults of clusters/galera/torture.sh (node 3 SIGKILLed and rejoined,
+# apply lag on node 2) and the torture's own (pause, skew, cancel). Node 1
+# (the harness's, whose binary log orders the checks) is never cut off
+# into a minority. Pass --galera-old-guard (with NODE_KILL=0) for the
+# control, which must be caught.
+#
+# Environment:
+#   PARTITIONS_DIR    scratch directory (default: mktemp); kept on failure
+#   NEMESIS_PREFIX    namespace prefix (default fn), NEMESIS_SUBNET (default
+#                     10.77.0): must be free on this machine
+#   NEMESIS_FAULTS    fault kinds (default all)
+#   FENCE_GALERA_PROVIDER_OPTIONS  default: evs timeouts of 2-3 s so that a
+#                     cut-off node leaves the primary component (and a
+#                     healed one comes back) within seconds, not 15+
+#   NEMESIS_FAILOVER_TIMEOUT  what the schedule draws around (default 3s)
+#   FAULT_SETS        space-separated fault sets, one fenced run of DURATION
+#                     each (default: NEMESIS_FAULTS), e.g. "split isolate
+#                     bridge oneway flap-short flap-long all"
+#   CONTROL           a duration: then also run the control (the old
+#                     guard, --galera-old-guard) under the nemesis; it must
+#                     report violations
+#   NODE_KILL, LAG_SECONDS    as clusters/galera/torture.sh
+# Needs root (ip netns). Exit status: fence-torture's (0: violations 0).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+CLUSTER=${1:?usage: partitions.sh galera DURATION [fence-torture flags...]}
+DURATION=${2:?usage: partitions.sh galera DURATION [fence-torture flags...]}
+shift 2
+PREFIX=${NEMESIS_PREFIX:-fn}
+SUBNET=${NEMESIS_SUBNET:-10.77.0}
+FAULTS=${NEMESIS_FAULTS:-all}
+FO=${NEMESIS_FAILOVER_TIMEOUT:-3s}
+[[ $CLUSTER == galera ]] || { echo "partitions.sh: cluster must be galera, got ${CLUSTER}" >&2; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "partitions.sh: needs root (ip netns)" >&2; exit 2; }
+
+log() { printf '[partitions %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+dir=${PARTITIONS_DIR:-$(mktemp -d)}
+mkdir -p "$dir/out"
+chmod 755 "$dir" # the servers run as user mysql
+go build -o "$dir/fence-torture" ./cmd/fence-torture
+go build -o "$dir/fence-nemesis" ./cmd/fence-nemesis
+nem() { "$dir/fence-nemesis" "$1" --prefix "$PREFIX" --nodes 3 --subnet "$SUBNET"; }
+
+export FENCE_GALERA_DIR="$dir/cluster"
+export FENCE_GALERA_NETNS="${PREFIX}:${SUBNET}"
+export FENCE_GALERA_PROVIDER_OPTIONS=${FENCE_GALERA_PROVIDER_OPTIONS:-evs.keepalive_period=PT0.5S;evs.inactive_check_period=PT0.5S;evs.suspect_timeout=PT2S;evs.inactive_timeout=PT3S;evs.install_timeout=PT3S;evs.join_retrans_period=PT0.5S}
+
+rc=0
+cleanup() {
+	# Every cut healed, every node stopped, the namespaces and bridge gone,
+	# whatever happened.
+	nem heal >/dev/null 2>&1 || true
+	bash clusters/galera/galera.sh stop >/dev/null 2>&1 || true
+	nem down || log "could not remove the namespaces ${PREFIX}1-3 (ip netns list)"
+	if [[ $rc -eq 0 && -z "${PARTITIONS_DIR:-}" ]]; then
+		rm -rf "$dir"
+	else
+		log "kept ${dir} (histories and the nemesis schedule in ${dir}/out)"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "namespaces ${PREFIX}1-3 on ${SUBNET}.0/24 (bridge ${PREFIX}br, clients at ${SUBNET}.254)"
+nem up
+t0=$SECONDS
+bash clusters/galera/galera.sh start
+log "cluster up in $((SECONDS - t0)) s"
+# One fenced run per fault set (FAULT_SETS, space-separated; each a
+# --nemesis-faults list), then the control if CONTROL is set.
+table=()
+i=0
+for set in ${FAULT_SETS:-$FAULTS}; do
+	i=$((i + 1))
+	mkdir -p "$dir/out/$i"
+	r=0
+	log "fenced run ${i}: nemesis ${set}, ${DURATION}"
+	FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$DURATION" \
+		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 \
+		--nemesis-failover-timeout "$FO" --out "$dir/out/$i" "$@" >"$dir/run$i.txt" 2>"$dir/run$i.err" || r=$?
+	cat "$dir/run$i.txt"
+	v=$(grep -E '^violations: ' "$dir/run$i.txt" | tail -n 1)
+	table+=("fenced  ${set}: exit ${r}, $(grep -E '^  ops:' "$dir/run$i.txt" | tr -s ' '), ${v}; $(grep -E '^  faults injected' "$dir/run$i.txt" | sed 's/^ *//'); $(grep -E '^cluster faults' "$dir/run$i.txt")")
+	[[ $r -eq 0 && "$v" == "violations: 0" ]] || rc=1
+done
+if [[ -n "${CONTROL:-}" ]]; then
+	# The control: the old single-statement guard under the same nemesis
+	# (node 3 left alone, as in CI's Galera control): it must be caught.
+	mkdir -p "$dir/out/control"
+	r=0
+	log "control: --galera-old-guard, nemesis ${FAULTS}, ${CONTROL}"
+	NODE_KILL=0 FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$CONTROL" --galera-old-guard \
+		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$FAULTS" --nemesis-keep 1 \
+		--nemesis-failover-timeout "$FO" --out "$dir/out/control" --check-timeout 3s "$@" >"$dir/control.txt" 2>"$dir/control.err" || r=$?
+	grep -E '^  (ops:|faults injected|stale commits|violations by check)|^violations|^cluster faults' "$dir/control.txt"
+	v=$(grep -E '^violations: ' "$dir/control.txt" | tail -n 1)
+	table+=("control ${FAULTS}: exit ${r}, $(grep -E '^  ops:' "$dir/control.txt" | tr -s ' '), ${v}; $(grep -E '^  stale commits' "$dir/control.txt" | sed 's/^ *//')")
+	if [[ $r -ne 1 || ! "$v" =~ ^violations:\ [1-9] ]]; then
+		log "the control was NOT caught (exit ${r}, '${v}'): the torture cannot fail under these partitions"
+		rc=1
+	fi
+fi
+log "cuts left in place: $(nem drops | wc -l)"
+printf 'partitions: %s\n' "${table[@]}"
+exit "$rc"
