@@ -15,7 +15,7 @@ import (
 )
 
 // A Go sample in the README or a package doc is only as good as the code it
-// was copied from. Every ```go block of the READMEs and every Go code block
+// was copied from. Every ```go block of the READMEs and guides, and every Go code block
 // of a package doc must equal, up to whitespace, either a whole function
 // body or a run of whole top-level declarations (functions with their doc
 // comments) in one of the module's _test.go files, where it is compiled and
@@ -34,7 +34,7 @@ type docSample struct {
 
 func TestDocSamplesAreCompiled(t *testing.T) {
 	var samples []docSample
-	for _, f := range []string{"README.md", "cmd/fence/README.md"} {
+	for _, f := range docPages(t) {
 		samples = append(samples, markdownGoBlocks(t, f)...)
 	}
 	readme := len(samples)
@@ -54,6 +54,16 @@ func TestDocSamplesAreCompiled(t *testing.T) {
 		t.Errorf("%s: Go sample matches no compiled function body or declarations in a _test.go file; "+
 			"copy it from (or into) its Example, then run it.\nclosest: %s\nsample:\n%s", s.where, closestCompiled(want, cands), s.text)
 	}
+}
+
+// docPages are the Markdown pages whose Go samples are checked: the
+// READMEs and the guides of docs/guides.
+func docPages(t *testing.T) []string {
+	guides, err := filepath.Glob("docs/guides/*.md")
+	if err != nil || len(guides) == 0 {
+		t.Fatalf("no guides in docs/guides: %v", err)
+	}
+	return append([]string{"README.md", "cmd/fence/README.md"}, guides...)
 }
 
 var fenceRE = regexp.MustCompile("(?m)^```go\\s*$")
@@ -124,7 +134,10 @@ func compiledCandidates(t *testing.T) map[string]string {
 		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+		// The examples' programs are compiled too, and run by their tests
+		// (examples/firstjob by internal/cli's TestNewcomerPath).
+		example := strings.HasPrefix(filepath.ToSlash(path), "examples/") && strings.HasSuffix(path, ".go")
+		if d.IsDir() || !(strings.HasSuffix(path, "_test.go") || example) {
 			return nil
 		}
 		src, err := os.ReadFile(path)

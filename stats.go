@@ -43,8 +43,10 @@ type LeaseStats struct {
 	Name  string
 	State State
 	Fence int64
-	// Holder names the holder of a held lease ("" otherwise): today the
-	// first 8 characters of its owner token, never the whole token.
+	// Holder names the holder of a held lease ("" otherwise): the name it
+	// acquired with (WithHolder, default host:pid), or for a row acquired
+	// before fence recorded names the first 8 characters of its owner
+	// token. Never the whole token.
 	Holder string
 	// ExpiresAt is when the lease lapses or lapsed by the database clock;
 	// zero when released or revoked.

@@ -150,6 +150,12 @@ type Driver interface{ driver.Handle }
 // OpenDriver owns its handle: New bounds its pool (WithMaxOpenConns) and
 // the store's Close closes it. A caller's handle or pool is left as it is.
 // fencedsn.Open does all of this from a DSN.
+//
+// From New on, the store runs every call on d and its handle: do not call
+// d.Close, and do not close the *sql.DB or pgx pool d was made over, while
+// the store is in use — every later call of the store then fails ("sql:
+// database is closed"). Close the store instead; it closes what OpenDriver
+// opened, and a handle of your own is yours to close after it.
 func New(ctx context.Context, d Driver, opts ...Option) (*Store, error) {
 	if d == nil || reflect.ValueOf(d).IsNil() {
 		return nil, fmt.Errorf("%w: nil driver (want postgres.New, mysql.New or sqlite.New)", ErrInvalid)

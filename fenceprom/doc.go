@@ -122,8 +122,10 @@
 //	fence_db_lease_fence{lease}                  its fence; changes() counts new holders
 //	fence_db_lease_expiry_seconds{lease}         until it lapses (negative after), by
 //	                                             the database clock
-//	fence_db_lease_holder_info{lease, holder}    1, for a held lease: its holder (the
-//	                                             owner token's first 8 characters)
+//	fence_db_lease_holder_info{lease, holder}    1, for a held lease: its holder name
+//	                                             (fence.WithHolder, default host:pid; a
+//	                                             row from before names were recorded:
+//	                                             the owner token's first 8 characters)
 //	fence_db_lease_last_success_age_seconds{lease}
 //	                                             since its last succeeded run finished
 //	fence_db_leases                              lease rows in all

@@ -67,7 +67,7 @@ func NewStoreCollector(store *fence.Store, opts ...StoreOption) *StoreCollector 
 	c.expiry = prometheus.NewDesc("fence_db_lease_expiry_seconds",
 		"Seconds until a lease lapses by the database clock, negative once it has; absent when released or revoked.", lease, nil)
 	c.holder = prometheus.NewDesc("fence_db_lease_holder_info",
-		"Holder of a held lease (the owner token's first 8 characters), always 1.", []string{"lease", "holder"}, nil)
+		"Holder name of a held lease (fence.WithHolder; never the owner token), always 1.", []string{"lease", "holder"}, nil)
 	c.lastSuccess = prometheus.NewDesc("fence_db_lease_last_success_age_seconds",
 		"Seconds since the lease's last succeeded run finished, by the database clock; absent until one has.", lease, nil)
 	c.leases = prometheus.NewDesc("fence_db_leases",

@@ -2,6 +2,7 @@ package fenceprom
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/fencedsn"
 )
 
 // The lease limit exports the first leases by name and says how many it
@@ -92,5 +94,30 @@ func TestStoreCollectorError(t *testing.T) {
 	}
 	if got == nil {
 		t.Fatal("the scrape error was not handed to WithScrapeErrorFunc")
+	}
+}
+
+// fence_db_lease_holder_info carries the holder's name (fence.WithHolder),
+// never a piece of the owner token; its HELP says so. Before issue 29 the
+// HELP (and the docs) said "the owner token's first 8 characters".
+func TestStoreCollectorHolderIsTheName(t *testing.T) {
+	ctx := t.Context()
+	s, err := fencedsn.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "x.db"), fence.WithHolder("web-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "nightly", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.CollectAndCompare(NewStoreCollector(s), strings.NewReader(`
+		# HELP fence_db_lease_holder_info Holder name of a held lease (fence.WithHolder; never the owner token), always 1.
+		# TYPE fence_db_lease_holder_info gauge
+		fence_db_lease_holder_info{holder="web-3",lease="nightly"} 1
+	`), "fence_db_lease_holder_info"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fence"
+	"github.com/fencekit/fence/internal/testdb"
 )
 
 // The race cases check invariant 3 (no stale commit) as a history recorded by
@@ -69,8 +70,9 @@ const (
 	raceBrokenSafe   = 200
 )
 
-// raceRounds is the total number of rounds of the main case: 2048 by
-// default, FENCE_RACE_ROUNDS to run more (or fewer, by hand), 256 with -short.
+// raceRounds is the total number of rounds of the main case: 2048 with
+// FENCE_LONG=1 (.ci/run), FENCE_RACE_ROUNDS to run more (or fewer, by
+// hand), 256 otherwise, so that a default go test stays quick.
 func raceRounds(t *testing.T) int {
 	if v := os.Getenv("FENCE_RACE_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -79,7 +81,7 @@ func raceRounds(t *testing.T) int {
 		}
 		return n
 	}
-	if testing.Short() {
+	if testing.Short() || !testdb.LongEnabled() {
 		return 256
 	}
 	return 2048
@@ -991,7 +993,7 @@ func raceFencedWrites(t *testing.T, b Backend) {
 	}
 	if tl.rounds < total {
 		t.Errorf("only %d of %d races ran", tl.rounds, total)
-	} else if total < raceMinRounds && os.Getenv("FENCE_RACE_ROUNDS") == "" && !testing.Short() {
+	} else if total < raceMinRounds && os.Getenv("FENCE_RACE_ROUNDS") == "" && !testing.Short() && testdb.LongEnabled() {
 		t.Errorf("%d races, CI needs at least %d", total, raceMinRounds)
 	}
 	// Both outcomes of the race, with the row blocked, or the test is not
@@ -1003,7 +1005,9 @@ func raceFencedWrites(t *testing.T, b Backend) {
 
 // raceBrokenFences: the same rounds through broken fences, so the checker is
 // shown to fail where the database lets a stale write through.
+// It proves the checker, not fence, and takes the longest: FENCE_LONG=1.
 func raceBrokenFences(t *testing.T, b Backend) {
+	testdb.Long(t)
 	seed := raceSeed(t)
 	d := b.Open(t, prefix()).Dialect() // which broken fences apply
 	for _, w := range raceBrokenWriters(d) {

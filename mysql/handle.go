@@ -46,6 +46,8 @@ func (d *Driver) LimitPool(maxOpen int, maxLifetime, maxIdleTime time.Duration) 
 }
 
 // Close closes the handle if OpenDriver opened it, and nothing otherwise.
+// A store made over d (fence.New) uses that handle: close the store,
+// not d, while the store is in use.
 func (d *Driver) Close() error {
 	return driver.CloseOwned(d.db, d.owned)
 }

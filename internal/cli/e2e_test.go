@@ -92,7 +92,10 @@ func reachable(dsn string) error {
 
 // eachBackend runs f as parallel subtests on SQLite, PostgreSQL and MariaDB
 // (skipped when unreachable, unless FENCE_REQUIRE_DBS=1), each on freshly
-// migrated tables.
+// migrated tables. The PostgreSQL and MariaDB runs need FENCE_LONG=1
+// (.ci/run sets it): these tests start the fence binary and its process
+// trees, whose behaviour the database does not change, and each takes
+// seconds; the library's own suites cover every database by default.
 func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 	t.Helper()
 	for _, c := range []struct{ name, dsn, env string }{
@@ -102,6 +105,9 @@ func eachBackend(t *testing.T, f func(t *testing.T, b *backend)) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			if c.name != "sqlite" {
+				testdb.Long(t)
+			}
 			b := &backend{name: c.name, dsn: c.dsn, prefix: testdb.Prefix(), dir: t.TempDir()}
 			if c.name == "sqlite" {
 				b.dsn = "sqlite:" + filepath.Join(b.dir, "fence.db")

@@ -16,10 +16,27 @@ import (
 // replaced: "go run ./cmd/fence" is the built binary on PATH, a crontab
 // line loses its schedule, /etc/fence/dsn is a file in the directory, and
 // ./report.sh is a script that exits 0.
+//
+// README.md and the guides of docs/guides are read as one path, README
+// first: a reader comes to a guide from the README's table.
 func TestReadmeCommandLines(t *testing.T) {
-	for _, f := range []string{"README.md", "cmd/fence/README.md"} {
+	guides, err := filepath.Glob(filepath.Join("..", "..", "docs", "guides", "*.md"))
+	if err != nil || len(guides) == 0 {
+		t.Fatalf("no guides in docs/guides: %v", err)
+	}
+	for _, files := range [][]string{
+		append([]string{filepath.Join("..", "..", "README.md")}, guides...),
+		{filepath.Join("..", "..", "cmd", "fence", "README.md")},
+	} {
+		f := filepath.Base(files[0])
+		if len(files) == 1 {
+			f = "cmd/fence/README.md"
+		}
 		t.Run(f, func(t *testing.T) {
-			lines := readmeFenceLines(t, filepath.Join("..", "..", f))
+			var lines []string
+			for _, f := range files {
+				lines = append(lines, readmeFenceLines(t, f)...)
+			}
 			if len(lines) < 5 {
 				t.Fatalf("%s: found %d fence command lines; the extraction is broken: %q", f, len(lines), lines)
 			}

@@ -141,10 +141,17 @@ func leaseCell(name, cls string) string {
 const waitTimeout = 30 * time.Second
 
 // eachSerial runs fn per database, one after the other: three browsers at
-// once on a small loaded machine make every wait a guess.
+// once on a small loaded machine make every wait a guess. PostgreSQL and
+// MariaDB need FENCE_LONG=1 (.ci/run sets it): a browser run takes tens of
+// seconds, and the page is the same over each database.
 func eachSerial(t *testing.T, fn func(t *testing.T, b teststore.Backend)) {
 	for _, b := range teststore.Backends {
-		t.Run(b.Name, func(t *testing.T) { fn(t, b) })
+		t.Run(b.Name, func(t *testing.T) {
+			if b.Name != teststore.SQLite.Name {
+				testdb.Long(t)
+			}
+			fn(t, b)
+		})
 	}
 }
 

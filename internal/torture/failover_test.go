@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencekit/fence/internal/testdb"
 )
 
 // The failover fault's plumbing, without a cluster: on SQLite a "failover"
@@ -17,6 +19,7 @@ import (
 // which fails if the resync missed anything (the log's sequence, the
 // latest generation, the write counters).
 func TestFailoverFaultLossyResync(t *testing.T) {
+	testdb.Long(t)
 	cmd := "echo primary-lost; echo promoted; echo lost-wal-bytes 4242; echo rebuilt >&2"
 	cfg := Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "torture.db"), Clients: 4, Leases: 3, Duration: 6 * time.Second,
 		Window: time.Second, Faults: Faults{FaultPause: true, FaultCancel: true}, Seed: uint64(time.Now().UnixNano()), Out: t.TempDir(),
@@ -52,6 +55,7 @@ func TestFailoverFaultLossyResync(t *testing.T) {
 // A command that fails, or never says when the primary was lost, is an
 // error of the run (exit 2), never a clean result.
 func TestFailoverCommandErrors(t *testing.T) {
+	testdb.Long(t)
 	for cmd, want := range map[string]string{
 		"echo promoted":                   "no primary-lost line",
 		"echo primary-lost; exit 3":       "failed",

@@ -174,6 +174,7 @@ func TestRollbackRestore(t *testing.T) {
 // invariant can fail; with fence's floor the same runs report none (the
 // torture tests above run the rollback fault as part of "all").
 func TestTortureRollbackControl(t *testing.T) {
+	testdb.Long(t)
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	faults, _ := ParseFaults("pause,skew,cancel,rollback")
 	cfg := Config{DSN: testdb.PostgresDSN(), Clients: 8, Leases: 3, Duration: max(duration(t), 8*time.Second), Window: time.Second,

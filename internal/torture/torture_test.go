@@ -96,6 +96,7 @@ func TestTortureSQLite(t *testing.T) {
 }
 
 func TestTorturePostgres(t *testing.T) {
+	testdb.Long(t)
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	expectClean(t, runTorture(t, testdb.PostgresDSN(), false, duration(t)))
 }
@@ -103,6 +104,7 @@ func TestTorturePostgres(t *testing.T) {
 // TestTorturePostgresPgx runs the clients on pgx-native stores
 // (postgres.NewPool) and checks that every pgx write API was exercised.
 func TestTorturePostgresPgx(t *testing.T) {
+	testdb.Long(t)
 	reachable(t, "postgres torture", "FENCE_TEST_POSTGRES", testdb.PostgresDSN())
 	// Under faults on a loaded machine a short run may see no answer
 	// through one API (a 6 s run at load 20 made 145 ops, most of them
@@ -139,6 +141,7 @@ func TestPgxNeedsPostgres(t *testing.T) {
 }
 
 func TestTortureMySQL(t *testing.T) {
+	testdb.Long(t)
 	reachable(t, "mysql torture", "FENCE_TEST_MYSQL", testdb.MySQLDSN())
 	expectClean(t, runTorture(t, testdb.MySQLDSN(), false, duration(t)))
 }

@@ -1,6 +1,6 @@
 module github.com/fencekit/fence/internal/bench/peers
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/fencekit/fence v0.0.0-00010101000000-000000000000
