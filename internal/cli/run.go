@@ -126,6 +126,9 @@ type runOpts struct {
 	metricsTextfile  string // node exporter textfile (*.prom)
 	exportDSN        bool
 	holder           string
+	cgroup           string // --cgroup: a delegated cgroup v2 directory for the command's cgroup
+	// --require-containment: refuse to run without a PID namespace.
+	requireContainment bool
 }
 
 type processKey struct{}
@@ -162,6 +165,8 @@ func (a *app) runCmd() *cobra.Command {
 	fl.StringVar(&o.metricsTextfile, "metrics-textfile", "", "when the command has ended, write its metrics to `PATH`.prom for node exporter's textfile collector (atomically)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
 	fl.StringVar(&o.holder, "holder", "", "record the lease and the run as held by `NAME` (default host:pid of this fence process), shown by 'fence leases', 'fence runs' and to a refused 'fence run'")
+	fl.StringVar(&o.cgroup, "cgroup", "", "make the command's cgroup under `DIR`, a cgroup v2 directory delegated to this user (default: under fence's own cgroup, when writable)")
+	fl.BoolVar(&o.requireContainment, "require-containment", false, "refuse to run CMD (exit 126) unless it runs in a PID namespace of its own, where it cannot reach fence (see 'The whole tree' above)")
 	fl.BoolVar(&o.exportDSN, "export-dsn", false, "pass the DSN, password included, to CMD as $FENCE_DSN (off: CMD does not get it)")
 	return cmd
 }
@@ -218,6 +223,19 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		}
 		return fail(code, fmt.Errorf("cannot run %q: %v", clip(o.argv[0]), trimExec(err)), "check the command's name, PATH and permissions")
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find fence's own binary to run the command's shim: %w", err)
+	}
+	sup := &supervisor{
+		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
+		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
+		ttl: o.ttl, grace: o.grace, log: a.log,
+		exe: exe, ownsProcess: ownsProcess(ctx), exportDSN: o.exportDSN,
+	}
+	if err := a.contain(ctx, o, sup); err != nil {
+		return err
+	}
 	storeOpts, endMetrics, err := a.runMetrics(o)
 	if err != nil {
 		return err
@@ -236,16 +254,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	signal.Notify(sigs, append(forwardedSignals, jobControlSignals...)...)
 	defer signal.Stop(sigs)
 
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("cannot find fence's own binary to run the command's shim: %w", err)
-	}
-	sup := &supervisor{
-		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
-		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
-		ttl: o.ttl, grace: o.grace, sigs: sigs, log: a.log,
-		exe: exe, ownsProcess: ownsProcess(ctx), exportDSN: o.exportDSN, store: s,
-	}
+	sup.sigs, sup.store = sigs, s
 	if sup.ownsProcess {
 		if err := prepareProcess(); err != nil {
 			a.log.WarnContext(ctx, "fence: cannot become a child subreaper; descendants that leave the command's tree are not found", "err", err)
