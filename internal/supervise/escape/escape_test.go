@@ -354,7 +354,23 @@ func runScenario(t *testing.T, m mode, sc scenario) row {
 		must(t, second.Start())
 		secondDone = make(chan struct{})
 		go func() { _ = second.Wait(); close(secondDone) }()
-		t.Cleanup(func() { _ = second.Process.Kill(); <-secondDone })
+		sp, sd := second.Process, secondDone
+		t.Cleanup(func() { _ = sp.Kill(); <-sd })
+		// An attack that could not reach the supervisor changes nothing:
+		// fence runs on, its shim is not stopped, and the job keeps its
+		// lease; then a revoke must stop it as in the other scenarios.
+		time.Sleep(time.Until(t0.Add(bound + 500*time.Millisecond)))
+		if len(marked(mark)) > 0 && intact(first, exited) {
+			_ = sp.Kill()
+			<-sd
+			second = nil
+			r.note = "the attack did not reach the supervisor; revoked"
+			bound += ttl
+			t0 = time.Now()
+			if out, err := fenceCmd(dir, env, "revoke", "esc", "--yes").CombinedOutput(); err != nil {
+				t.Fatalf("fence revoke: %v\n%s", err, out)
+			}
+		}
 	}
 	r.bound = bound
 
@@ -478,6 +494,29 @@ func killMarked(mark string) {
 			sigkill(p)
 		}
 	}
+}
+
+// intact says whether fence run still runs and its shim is not stopped.
+func intact(first *exec.Cmd, exited <-chan struct{}) bool {
+	select {
+	case <-exited:
+		return false
+	default:
+	}
+	if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", first.Process.Pid)); stopped(st) {
+		return false
+	}
+	for _, c := range childrenOf(first.Process.Pid) {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c)); stopped(st) {
+			return false
+		}
+	}
+	return true
+}
+
+func stopped(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't')
 }
 
 // childrenOf lists pid's children.
