@@ -307,13 +307,12 @@ func (j *Job) SignalGroup(sig syscall.Signal) error { return j.send("G %d", int(
 // SignalAll sends sig to every process of the command's tree.
 func (j *Job) SignalAll(sig syscall.Signal) error { return j.send("A %d", int(sig)) }
 
-// Kill SIGKILLs the whole tree: fence writes cgroup.kill itself and asks
-// the shim to kill the rest and report the command's status; a shim that
-// has not ended within shimKillAfter is SIGKILLed.
+// Kill SIGKILLs the whole tree: fence asks the shim to kill it and report
+// the command's status; when the shim has not ended within shimKillAfter,
+// fence writes cgroup.kill and SIGKILLs the shim itself.
 func (j *Job) Kill() error {
-	if j.cg != nil {
-		_ = j.cg.kill()
-	}
+	// Not cgroup.kill first: the shim is in the cgroup, and would die
+	// before reporting the command's status.
 	err := j.send("K")
 	go func() {
 		select {
