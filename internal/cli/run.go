@@ -62,8 +62,12 @@ start (a job that stops or kills fence and its shim both runs on);
 --require-containment refuses instead. Either way fence watches its shim and
 kills the tree itself within 1s if the shim dies or is stopped; kill -9 of
 fence makes the shim kill the tree at once; SIGSTOP of fence: the shim's
-dead-man's switch kills it before the lease could lapse; ^Z stops the tree
-first. cmd/fence/README.md states the guarantee per mode.
+dead-man's switch kills it before the lease could lapse; ^Z (SIGTSTP) stops
+the tree first. Without a namespace, fence and the shim are child subreapers
+(PR_SET_CHILD_SUBREAPER), so that descendants that leave the tree come back
+to them. What remains: a frozen or suspended machine runs nothing; a job
+that has an unrelated process (a daemon, ssh, at) work for it; a job running
+as root. cmd/fence/README.md states the guarantee per mode.
 
 Secrets: a password in --dsn is visible in ps to every user while the job
 runs (fence warns); use $FENCE_DSN or --dsn-file FILE instead. fence never
