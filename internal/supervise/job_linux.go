@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/fencekit/fence/internal/boottime"
 )
 
@@ -127,7 +129,7 @@ func Start(o Options) (*Job, error) {
 		// Only matters when fence's own output is not a file (in-process
 		// use): do not wait long for pipes held open by killed processes.
 		cmd.WaitDelay = time.Second
-		err = cmd.Start()
+		err = startDumpable(cmd, ns && os.Geteuid() != 0)
 		if err == nil || (!ns && cg == nil) || c.Require {
 			break
 		}
@@ -416,4 +418,20 @@ func firstChild(pid int) int {
 		time.Sleep(time.Millisecond)
 	}
 	return 0
+}
+
+// startDumpable starts cmd; with userns, fence is made dumpable for the
+// moment of the clone: the parent writes the child's uid_map, which /proc
+// gives to root alone while the child still has fence's non-dumpable
+// memory. The command has not started yet meanwhile.
+func startDumpable(cmd *exec.Cmd, userns bool) error {
+	if !userns {
+		return cmd.Start()
+	}
+	was, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if was == 0 {
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+		defer unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
+	return cmd.Start()
 }
