@@ -30,6 +30,7 @@ type supervisor struct {
 	ownsProcess    bool         // this process is fence run itself, not a test binary
 	exportDSN      bool         // --export-dsn: pass FENCE_DSN to the command
 	store          *fence.Store // to record how a lost run's command ended
+	contain        containment  // what holds the command's tree (Linux)
 
 	started       bool
 	refused       string // why the command was not started although the lease was acquired

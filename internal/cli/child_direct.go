@@ -22,6 +22,19 @@ var jobControlSignals []os.Signal
 
 func prepareProcess() error { return nil }
 
+// containment: only Linux has a shim, namespaces and cgroups.
+type containment struct{}
+
+// contain says that only the command's process group is signalled here,
+// and refuses to go on with --require-containment.
+func (a *app) contain(ctx context.Context, o runOpts, sup *supervisor) error {
+	if o.requireContainment {
+		return fail(ExitCannotExec, errors.New("refusing to run without real containment (--require-containment): this system has no PID namespaces or cgroups for fence run"), "run fence run on Linux")
+	}
+	fmt.Fprintln(a.stderr, "fence run: warning: containment is best effort here: only the command's process group is signalled; a descendant that leaves it, or a job that stops or kills fence, runs on unsupervised")
+	return nil
+}
+
 // job is the fence.Job of fence run: start the command, forward signals,
 // and when the context is cancelled (the lease is lost or unproven) stop the
 // command's whole process group, SIGKILL no later than just before the lease

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/internal/boottime"
@@ -20,8 +23,44 @@ import (
 var jobControlSignals = []os.Signal{syscall.SIGTSTP, syscall.SIGCONT, syscall.SIGTTIN, syscall.SIGTTOU}
 
 // prepareProcess makes fence run a child subreaper, so that a descendant
-// of the job that leaves the tree (its shim killed) comes back to it.
-func prepareProcess() error { return supervise.SetSubreaper() }
+// of the job that leaves the tree (its shim killed) comes back to it, and
+// not dumpable: the job, running as the same user, may not trace fence or
+// read or write its memory through /proc.
+func prepareProcess() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return err
+	}
+	return supervise.SetSubreaper()
+}
+
+// containment is what holds the job's tree here (supervise.Probe).
+type containment = supervise.Containment
+
+// contain finds the containment this machine gives the job, before the
+// lease is acquired: it says plainly when it is best effort (and which
+// escapes remain), and refuses to go on with --require-containment.
+func (a *app) contain(ctx context.Context, o runOpts, sup *supervisor) error {
+	c := supervise.Probe(supervise.ProbeOptions{
+		Exe: sup.exe, CgroupParent: o.cgroup, Require: o.requireContainment,
+		NoNamespace: a.getenv("FENCE_SUPERVISE_NO_NAMESPACE") == "1",
+		NoCgroup:    a.getenv("FENCE_SUPERVISE_NO_CGROUP") == "1",
+	})
+	sup.contain = c
+	a.log.InfoContext(ctx, "fence: containment", "tree", c.Mechanism(), "real", c.Real())
+	if c.Real() {
+		if !c.Cgroup && o.cgroup != "" {
+			return fail(ExitCannotExec, fmt.Errorf("--cgroup %s cannot be used: %s", o.cgroup, strings.Join(c.Missing, "; ")),
+				"name a cgroup v2 directory this user may write, with fence running inside it or below a common ancestor it may write")
+		}
+		return nil
+	}
+	if o.requireContainment {
+		return fail(ExitCannotExec, fmt.Errorf("refusing to run %q without real containment (--require-containment): %s", clip(o.argv[0]), strings.Join(c.Missing, "; ")),
+			"run fence as root, or allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0)")
+	}
+	fmt.Fprintln(a.stderr, "fence run: warning: "+c.Warning())
+	return nil
+}
 
 // bootDeadline is the boot time at which the job must be dead at the latest:
 // the lease's lapse time less the margin.
@@ -46,8 +85,10 @@ func (s *supervisor) job(ctx context.Context) error {
 		return s.cannotStart(ctx, ExitNotFound, trimExec(err))
 	}
 	deadline := s.bootDeadline(ctx)
-	j, err := supervise.Start(s.exe, path, s.argv, childEnv(s.env, tok, runID, s.dsn, s.prefix, s.exportDSN),
-		s.stdin, s.stdout, s.stderr, deadline)
+	j, err := supervise.Start(supervise.Options{
+		Exe: s.exe, Path: path, Argv: s.argv, Env: childEnv(s.env, tok, runID, s.dsn, s.prefix, s.exportDSN),
+		Stdin: s.stdin, Stdout: s.stdout, Stderr: s.stderr, Deadline: deadline, Containment: s.contain,
+	})
 	var se *supervise.StartError
 	switch {
 	case errors.As(err, &se) && se.Code == ExitLost:
@@ -72,13 +113,23 @@ func (s *supervisor) job(ctx context.Context) error {
 		select {
 		case ev, ok := <-j.Events():
 			if !ok {
-				// The shim died without reporting (someone killed it): its
-				// orphans came to this subreaper; kill them.
+				// The shim died without reporting (someone killed it, or fence
+				// did, having found it stopped): Wait kills what is left and
+				// proves the tree empty.
 				s.exitedAt = time.Now()
-				_ = j.Wait()
+				werr := j.Wait()
 				s.code = ExitFailure
 				fence.SetExitCode(ctx, s.code)
-				return errors.New("fence's shim process died; the command's tree was killed")
+				why := "fence's shim process died"
+				if t := j.Tampered(); t != "" {
+					why = t
+				}
+				s.log.WarnContext(ctx, "fence: "+why+"; the command's tree was killed", "pid", s.pid)
+				var ee *exec.ExitError
+				if werr != nil && !errors.As(werr, &ee) {
+					return fmt.Errorf("%s; killing the command's tree: %w", why, werr)
+				}
+				return errors.New(why + "; the command's tree was killed")
 			}
 			if s.event(ctx, ev) {
 				_ = j.Wait()
@@ -128,6 +179,8 @@ func (s *supervisor) job(ctx context.Context) error {
 // (and with it the whole tree).
 func (s *supervisor) event(ctx context.Context, ev string) bool {
 	switch {
+	case ev == "T":
+		s.log.WarnContext(ctx, "fence: killing the command's tree itself", "pid", s.pid, "why", "the shim was stopped or did not end it")
 	case ev == "E":
 		s.switchFired = true
 		s.log.WarnContext(ctx, "fence: the shim killed the command: its deadline passed unrenewed", "pid", s.pid)

@@ -51,33 +51,23 @@ const runLong = `Run CMD as a singleton job under lease NAME:
     A lost run records how CMD ended (signal, exit status) in its error.
 
 The whole tree (Linux). CMD runs under a small shim, fence's own binary as
-'fence __shim', between fence and CMD:
-  - fence and the shim are child subreapers (PR_SET_CHILD_SUBREAPER): a
-    descendant that calls setsid, leaves the process group or double-forks
-    is reparented to them, not to init, and is found (by walking /proc) and
-    killed with the rest on completion, loss or revoke.
-  - cgroup v2, where a hierarchy is mounted and writable (fence runs as a
-    user with a delegated cgroup, or as root): CMD starts in a cgroup of its
-    own; cgroup.kill kills every process in it, even one that forks while
-    it is being killed, and cgroup.freeze stops it for ^Z. Without it, the
-    subreaper walk and SIGSTOP do the same less atomically ('fence
-    --log-level info run' logs tree=cgroup, subreaper or process-group).
-  - kill -9 of fence (the OOM killer, a stop timeout): the shim's control
-    pipe closes and it kills the tree at once.
-  - SIGSTOP of fence, or fence stuck: the shim holds a dead-man's switch,
-    fed by fence with each proven kill deadline (lapse - margin); when the
-    last one passes unrenewed, it SIGKILLs the tree.
-  - ^Z (SIGTSTP): fence stops CMD's tree first, then itself. On SIGCONT, if
-    the lease could have lapsed meanwhile, the tree is killed still stopped,
-    without running another instruction; otherwise it resumes.
-What remains: a frozen or suspended machine runs nothing, the shim neither
-(the job resumes for up to 50ms after a resume before the shim kills it; the
-database's fence still refuses its completion and its fenced writes); fence
-and the shim stopped or killed together (kill -9 of both, without a cgroup);
-a descendant that has an unrelated process (a daemon, ssh, systemd-run, at)
-do work for it; a process in the tree with the privilege to move itself to
-another cgroup. On other Unix systems there is no shim: CMD gets its own
-process group and only that group is signalled.
+'fence __shim', between fence and CMD. Where the kernel allows (root, or
+unprivileged user namespaces), the shim is the first process of a new PID
+namespace: CMD cannot see or signal fence or the shim, nothing can leave the
+namespace, and when the shim ends the kernel kills all of it. With a
+writable cgroup v2 directory (fence's own, or --cgroup DIR) fence also makes
+a cgroup for it, kills with cgroup.kill and waits for "populated 0".
+Without a PID namespace containment is best effort and fence says so at
+start (a job that stops or kills fence and its shim both runs on);
+--require-containment refuses instead. Either way fence watches its shim and
+kills the tree itself within 1s if the shim dies or is stopped; kill -9 of
+fence makes the shim kill the tree at once; SIGSTOP of fence: the shim's
+dead-man's switch kills it before the lease could lapse; ^Z (SIGTSTP) stops
+the tree first. Without a namespace, fence and the shim are child subreapers
+(PR_SET_CHILD_SUBREAPER), so that descendants that leave the tree come back
+to them. What remains: a frozen or suspended machine runs nothing; a job
+that has an unrelated process (a daemon, ssh, at) work for it; a job running
+as root. cmd/fence/README.md states the guarantee per mode.
 
 Secrets: a password in --dsn is visible in ps to every user while the job
 runs (fence warns); use $FENCE_DSN or --dsn-file FILE instead. fence never
@@ -126,6 +116,9 @@ type runOpts struct {
 	metricsTextfile  string // node exporter textfile (*.prom)
 	exportDSN        bool
 	holder           string
+	cgroup           string // --cgroup: a delegated cgroup v2 directory for the command's cgroup
+	// --require-containment: refuse to run without a PID namespace.
+	requireContainment bool
 }
 
 type processKey struct{}
@@ -162,6 +155,8 @@ func (a *app) runCmd() *cobra.Command {
 	fl.StringVar(&o.metricsTextfile, "metrics-textfile", "", "when the command has ended, write its metrics to `PATH`.prom for node exporter's textfile collector (atomically)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
 	fl.StringVar(&o.holder, "holder", "", "record the lease and the run as held by `NAME` (default host:pid of this fence process), shown by 'fence leases', 'fence runs' and to a refused 'fence run'")
+	fl.StringVar(&o.cgroup, "cgroup", "", "make the command's cgroup under `DIR`, a cgroup v2 directory delegated to this user (default: under fence's own cgroup, when writable)")
+	fl.BoolVar(&o.requireContainment, "require-containment", false, "refuse to run CMD (exit 126) unless it runs in a PID namespace of its own, where it cannot reach fence (see 'The whole tree' above)")
 	fl.BoolVar(&o.exportDSN, "export-dsn", false, "pass the DSN, password included, to CMD as $FENCE_DSN (off: CMD does not get it)")
 	return cmd
 }
@@ -218,6 +213,19 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 		}
 		return fail(code, fmt.Errorf("cannot run %q: %v", clip(o.argv[0]), trimExec(err)), "check the command's name, PATH and permissions")
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find fence's own binary to run the command's shim: %w", err)
+	}
+	sup := &supervisor{
+		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
+		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
+		ttl: o.ttl, grace: o.grace, log: a.log,
+		exe: exe, ownsProcess: ownsProcess(ctx), exportDSN: o.exportDSN,
+	}
+	if err := a.contain(ctx, o, sup); err != nil {
+		return err
+	}
 	storeOpts, endMetrics, err := a.runMetrics(o)
 	if err != nil {
 		return err
@@ -236,16 +244,7 @@ func (a *app) run(ctx context.Context, o runOpts) error {
 	signal.Notify(sigs, append(forwardedSignals, jobControlSignals...)...)
 	defer signal.Stop(sigs)
 
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("cannot find fence's own binary to run the command's shim: %w", err)
-	}
-	sup := &supervisor{
-		argv: o.argv, env: a.env, dsn: a.dsn, prefix: a.prefix,
-		stdin: a.stdin, stdout: a.stdout, stderr: a.stderr,
-		ttl: o.ttl, grace: o.grace, sigs: sigs, log: a.log,
-		exe: exe, ownsProcess: ownsProcess(ctx), exportDSN: o.exportDSN, store: s,
-	}
+	sup.sigs, sup.store = sigs, s
 	if sup.ownsProcess {
 		if err := prepareProcess(); err != nil {
 			a.log.WarnContext(ctx, "fence: cannot become a child subreaper; descendants that leave the command's tree are not found", "err", err)

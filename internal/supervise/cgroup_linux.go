@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -18,27 +19,25 @@ type cgroup struct {
 	fd  *os.File // the directory, for clone3(CLONE_INTO_CGROUP)
 }
 
-// newCgroup creates a child of this process's own cgroup v2 group, or says
-// why it cannot (no cgroup2 mount, not writable, no cgroup.kill).
-func newCgroup() (*cgroup, error) {
-	mnt, err := cgroup2Mount()
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	var own string
-	for _, l := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(l, "0::"); ok {
-			own = p
+// cgroupPrefix starts the name of every cgroup fence run makes; the rest is
+// "PID-RANDOM", PID being the fence run that made it.
+const cgroupPrefix = "fence-run-"
+
+// newCgroup creates a cgroup for one command under parent (a directory of
+// the cgroup v2 hierarchy), or under this process's own cgroup when parent
+// is "", or says why it cannot (no cgroup2 mount, not writable, no
+// cgroup.kill). Leftovers of fence runs that were killed before they could
+// remove theirs are removed first.
+func newCgroup(parent string) (*cgroup, error) {
+	if parent == "" {
+		own, err := ownCgroup()
+		if err != nil {
+			return nil, err
 		}
+		parent = own
 	}
-	if own == "" {
-		return nil, errors.New("this process is in no cgroup v2 group")
-	}
-	dir := filepath.Join(mnt, filepath.Clean("/"+own), fmt.Sprintf("fence-run-%d-%x", os.Getpid(), rand.Uint32()))
+	cleanLeftovers(parent)
+	dir := filepath.Join(parent, fmt.Sprintf("%s%d-%x", cgroupPrefix, os.Getpid(), rand.Uint32()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -52,6 +51,51 @@ func newCgroup() (*cgroup, error) {
 		return nil, err
 	}
 	return &cgroup{dir: dir, fd: fd}, nil
+}
+
+// ownCgroup is the directory of this process's cgroup v2 group.
+func ownCgroup() (string, error) {
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return filepath.Join(mnt, filepath.Clean("/"+p)), nil
+		}
+	}
+	return "", errors.New("this process is in no cgroup v2 group")
+}
+
+// cleanLeftovers kills and removes the cgroups that fence runs made under
+// parent and could not remove because they were killed (kill -9, the OOM
+// killer): those whose fence run is gone. A cgroup this user may not
+// write is left alone.
+func cleanLeftovers(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), cgroupPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.SplitN(rest, "-", 2)[0])
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its fence run may still be alive
+		}
+		c := &cgroup{dir: filepath.Join(parent, e.Name())}
+		if c.kill() != nil {
+			continue
+		}
+		_ = c.waitEmpty(time.Second)
+		_ = os.Remove(c.dir)
+	}
 }
 
 // cgroup2Mount is where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup,
@@ -122,12 +166,39 @@ func (c *cgroup) event(key string) int {
 	return -1
 }
 
-// remove kills what is left and removes the group once it is empty.
-func (c *cgroup) remove(timeout time.Duration) error {
-	c.fd.Close()
+// waitEmpty waits until the kernel reports no process in the group
+// (cgroup.events "populated 0"): the proof that nothing of it runs, which
+// no walk of /proc can give.
+func (c *cgroup) waitEmpty(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		_ = c.kill()
+		switch c.event("populated") {
+		case 0:
+			return nil
+		case -1:
+			if _, err := os.Stat(c.dir); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s still has processes %v after SIGKILL", c.dir, timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// remove kills what is left, waits until the group is proven empty and
+// removes it.
+func (c *cgroup) remove(timeout time.Duration) error {
+	if c.fd != nil {
+		c.fd.Close()
+	}
+	_ = c.kill()
+	if err := c.waitEmpty(timeout); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
 		err := os.Remove(c.dir)
 		if err == nil || errors.Is(err, os.ErrNotExist) {
 			return nil

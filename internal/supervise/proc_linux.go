@@ -75,12 +75,40 @@ func descendants(root int) []procStat {
 	return out
 }
 
-// Descendants returns the pids of the live (not zombie) processes below
-// root.
+// live says whether a process seen in a walk still runs: not a zombie,
+// or a zombie main thread whose process has another thread alive (its
+// main thread exited with pthread_exit, or a raw exit): /proc shows such a
+// process as state Z, yet it runs.
+func (p procStat) live() bool {
+	if p.state != 'Z' && p.state != 'X' {
+		return true
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p.pid) + "/task")
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil || tid == p.pid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/task/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// Descendants returns the pids of the live processes below root (a
+// process whose main thread has exited while another runs included).
 func Descendants(root int) []int {
 	var out []int
 	for _, p := range descendants(root) {
-		if p.state != 'Z' && p.state != 'X' {
+		if p.live() {
 			out = append(out, p.pid)
 		}
 	}
@@ -112,9 +140,11 @@ func SignalTree(root int, sig syscall.Signal) int {
 	}
 	n := 0
 	for _, p := range ds {
-		if p.state == 'Z' || p.state == 'X' {
+		if !p.live() {
 			continue
 		}
+		// A signal to the process reaches every thread of it, even when
+		// its main thread is gone.
 		signalExact(p, sig, inTree)
 		n++
 	}
@@ -161,7 +191,7 @@ func StopTree(root int, timeout time.Duration) error {
 		SignalTree(root, syscall.SIGSTOP)
 		running := 0
 		for _, p := range descendants(root) {
-			if p.state != 'T' && p.state != 't' && p.state != 'Z' && p.state != 'X' {
+			if p.state != 'T' && p.state != 't' && p.live() {
 				running++
 			}
 		}

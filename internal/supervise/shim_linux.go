@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -35,9 +36,23 @@ const killTimeout = 10 * time.Second
 // Shim is the main function of fence __shim. It starts the command, holds
 // the dead-man's switch and reports the command's end; its exit status is
 // 0 unless it could not do its job at all.
+//
+// fence __shim DEADLINE MODE PATH ARGV0 ARGS...: MODE "ns" when it is the
+// first process of the command's PID namespace, "tree" otherwise.
+// fence __shim probe: exit 0 (Probe starts it to see what the kernel allows).
 func Shim(args []string) int {
+	if len(args) == 1 && args[0] == "probe" {
+		return 0
+	}
+	// Nothing the command can reach may be load-bearing: the pipes to fence
+	// are not inherited by it, and the command (same user) may not trace
+	// this process or read or write its memory.
+	for _, fd := range []int{ctlFD, statusFD} {
+		syscall.CloseOnExec(fd)
+	}
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	ctl, status := os.NewFile(ctlFD, "ctl"), os.NewFile(statusFD, "status")
-	if len(args) < 3 || ctl == nil || status == nil {
+	if len(args) < 4 || ctl == nil || status == nil {
 		fmt.Fprintln(os.Stderr, "fence __shim is started by 'fence run', not by hand")
 		return 2
 	}
@@ -50,17 +65,16 @@ func Shim(args []string) int {
 		fmt.Fprintln(os.Stderr, "fence __shim: bad deadline")
 		return 2
 	}
-	sh := &shim{deadline: time.Duration(deadline), out: status}
-	return sh.run(ctl, args[1], args[2:])
+	sh := &shim{deadline: time.Duration(deadline), out: status, ns: args[1] == "ns"}
+	return sh.run(ctl, args[2], args[3:])
 }
 
 type shim struct {
 	deadline time.Duration // boot time after which the tree is killed unless renewed
 	out      *os.File
-	cg       *cgroup
+	ns       bool // the first process of the command's PID namespace
 	pid      int
 	expired  bool
-	frozen   bool // stopped by the cgroup freezer (else by SIGSTOP)
 }
 
 func (s *shim) send(format string, a ...any) {
@@ -69,41 +83,25 @@ func (s *shim) send(format string, a ...any) {
 }
 
 func (s *shim) run(ctl *os.File, path string, argv []string) int {
-	mech := "subreaper"
-	if err := SetSubreaper(); err != nil {
-		mech = "process-group"
+	if !s.ns {
+		_ = SetSubreaper()
 	}
 	// The command's terminal signals go to fence run, which forwards them;
-	// job control of this process would only get in the way.
-	signal.Ignore(syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	// job control of this process would only get in the way. In a PID
+	// namespace the command can send this process only the signals it
+	// handles: those below, and SIGCHLD.
+	signal.Ignore(syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGWINCH)
 	chld := make(chan os.Signal, 16)
 	signal.Notify(chld, syscall.SIGCHLD)
 	term := make(chan os.Signal, 4)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	// FENCE_SUPERVISE_NO_CGROUP=1 tests (and lets an operator choose) the
-	// fallback of machines without a writable cgroup v2 hierarchy.
-	if os.Getenv("FENCE_SUPERVISE_NO_CGROUP") != "1" {
-		if cg, err := newCgroup(); err == nil {
-			s.cg = cg
-			attr.UseCgroupFD, attr.CgroupFD = true, int(cg.fd.Fd())
-		}
-	}
-	pa := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr}
+	pa := &os.ProcAttr{Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: &syscall.SysProcAttr{Setpgid: true}}
 	if boottime.Now() >= s.deadline {
 		s.send("F 76 the lease could lapse before the command started")
-		s.cleanup()
 		return 0
 	}
 	p, err := os.StartProcess(path, argv, pa)
-	if err != nil && s.cg != nil {
-		// clone3 into a cgroup can be refused (seccomp, old kernel): go on
-		// without it.
-		s.cg.remove(time.Second)
-		s.cg, attr.UseCgroupFD = nil, false
-		p, err = os.StartProcess(path, argv, pa)
-	}
 	if err != nil {
 		code := 126
 		if os.IsNotExist(err) {
@@ -112,12 +110,9 @@ func (s *shim) run(ctl *os.File, path string, argv []string) int {
 		s.send("F %d %s", code, oneLine(err.Error()))
 		return 0
 	}
-	if s.cg != nil {
-		mech = "cgroup"
-	}
 	s.pid = p.Pid
 	_ = p.Release()
-	s.send("P %d %s", s.pid, mech)
+	s.send("P %d", s.pid)
 
 	cmds := make(chan string, 16)
 	go func() {
@@ -140,8 +135,11 @@ func (s *shim) run(ctl *os.File, path string, argv []string) int {
 		case c, ok := <-cmds:
 			if !ok {
 				// The supervisor died (kill -9, OOM): nothing may outlive it.
-				cmds = nil
 				s.killAll()
+				if s.ns {
+					return 0 // the kernel kills the rest of the namespace
+				}
+				cmds = nil
 				break
 			}
 			s.command(c)
@@ -161,11 +159,18 @@ func (s *shim) run(ctl *os.File, path string, argv []string) int {
 	}
 	// Whatever the command left behind must not outlive it.
 	s.killAll()
-	// A process in uninterruptible sleep can outlast SIGKILL for a while;
-	// do not wait for it for ever.
-	for end := time.Now().Add(killTimeout); s.reapAny() && time.Now().Before(end); {
+	if !s.ns {
+		// Proven empty: this subreaper has no child left, so no descendant
+		// (every orphan of the tree comes back to it). A process in
+		// uninterruptible sleep can outlast SIGKILL for a while; do not
+		// wait for it for ever.
+		for end := time.Now().Add(killTimeout); !s.noChildren() && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+			s.killAll()
+		}
 	}
-	s.cleanup()
+	// In a PID namespace, this process's exit is the proof: the kernel
+	// kills and reaps every process of the namespace before it is gone.
 	s.send("X %d", uint32(ws))
 	return 0
 }
@@ -185,19 +190,18 @@ func (s *shim) reap(ws *unix.WaitStatus) bool {
 	}
 }
 
-func (s *shim) reapAny() bool {
-	var st unix.WaitStatus
-	pid, err := unix.Wait4(-1, &st, unix.WNOHANG, nil)
-	if err == nil && pid > 0 {
-		return true
+// noChildren reaps what has exited and says whether no child is left.
+func (s *shim) noChildren() bool {
+	for {
+		var st unix.WaitStatus
+		pid, err := unix.Wait4(-1, &st, unix.WNOHANG, nil)
+		if errors.Is(err, unix.ECHILD) {
+			return true
+		}
+		if err != nil || pid <= 0 {
+			return false
+		}
 	}
-	// Children still alive that are not zombies yet: wait for them briefly.
-	if len(Descendants(os.Getpid())) > 0 {
-		time.Sleep(time.Millisecond)
-		s.killAll()
-		return true
-	}
-	return false
 }
 
 func (s *shim) command(c string) {
@@ -209,7 +213,7 @@ func (s *shim) command(c string) {
 	case "G": // a forwarded signal, to the command's process group
 		_ = syscall.Kill(-s.pid, syscall.Signal(n))
 	case "A": // a signal to every process of the tree
-		SignalTree(os.Getpid(), syscall.Signal(n))
+		s.signalAll(syscall.Signal(n))
 	case "K":
 		s.killAll()
 	case "S":
@@ -223,42 +227,39 @@ func (s *shim) command(c string) {
 			s.send("k")
 			return
 		}
-		s.cont()
+		s.signalAll(syscall.SIGCONT)
 		s.send("c")
 	}
 }
 
+// signalAll sends sig to every process of the tree. In a PID namespace,
+// kill(-1) from its first process reaches every other process of it, and
+// the kernel passes it to children forked meanwhile too.
+func (s *shim) signalAll(sig syscall.Signal) {
+	if s.ns {
+		_ = syscall.Kill(-1, sig)
+		return
+	}
+	SignalTree(os.Getpid(), sig)
+}
+
 func (s *shim) killAll() {
-	if s.cg != nil {
-		_ = s.cg.kill()
+	if s.ns {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		return
 	}
 	KillTree(os.Getpid(), killTimeout)
 }
 
-// stop freezes the cgroup, or SIGSTOPs every process of the tree, so that
-// none of them runs another instruction until cont or a kill.
+// stop SIGSTOPs every process of the tree, so that none of them runs
+// another instruction until SIGCONT or a kill. (With a cgroup, fence
+// freezes it instead.)
 func (s *shim) stop() {
-	if s.cg != nil && s.cg.freeze(true, 5*time.Second) == nil {
-		s.frozen = true
+	if s.ns {
+		_ = syscall.Kill(-1, syscall.SIGSTOP)
 		return
 	}
 	_ = StopTree(os.Getpid(), 5*time.Second)
-}
-
-func (s *shim) cont() {
-	if s.frozen {
-		s.frozen = false
-		_ = s.cg.freeze(false, 0)
-		return
-	}
-	SignalTree(os.Getpid(), syscall.SIGCONT)
-}
-
-func (s *shim) cleanup() {
-	if s.cg != nil {
-		_ = s.cg.remove(killTimeout)
-		s.cg = nil
-	}
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

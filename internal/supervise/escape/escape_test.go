@@ -1,0 +1,583 @@
+//go:build linux
+
+package escape
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fencekit/fence/internal/testdb"
+)
+
+// The suite's TTL, and the bounds that cmd/fence/README.md documents: after
+// a revoke, nothing of the job runs later than TTL + killBound; after the
+// job tampered with the supervisor, nothing runs later than killBound.
+const (
+	ttl       = 3 * time.Second
+	killBound = time.Second
+)
+
+// helperEnv makes this test binary one of the hostile job's own programs.
+const helperEnv = "ESC_HELPER"
+
+// Every heartbeat writer gives up after this many beats (0.1 s each), so
+// that a process that escaped does not run for ever.
+const beats = 900
+
+func init() {
+	// The threadexit helper ends its main thread: the main goroutine must
+	// be on it.
+	if os.Getenv(helperEnv) != "" {
+		runtime.LockOSThread()
+	}
+}
+
+var fenceBin string
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "threadexit":
+		threadExit()
+	case "subreaper":
+		subreaper()
+	case "":
+	default:
+		os.Exit(2)
+	}
+	os.Exit(buildAndRun(m))
+}
+
+// threadExit writes the "thread" heartbeat from a second thread while the
+// main thread has exited: /proc shows the process as a zombie (its leader),
+// yet it runs.
+func threadExit() {
+	go func() {
+		beat("thread")
+		os.Exit(0)
+	}()
+	time.Sleep(200 * time.Millisecond) // the goroutine is on a thread of its own
+	syscall.Syscall(unix.SYS_EXIT, 0, 0, 0)
+}
+
+// subreaper makes itself a child subreaper, starts a child that orphans a
+// heartbeat writer (which comes back to it), and beats itself.
+func subreaper() {
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	_ = exec.Command("sh", "-c", `sh "$ESC_DIR/hb.sh" orphan & exit 0`).Run()
+	beat("reaper")
+	os.Exit(0)
+}
+
+func beat(name string) {
+	f := filepath.Join(os.Getenv("ESC_DIR"), "hb."+name)
+	for i := 0; i < beats; i++ {
+		_ = os.WriteFile(f, []byte(strconv.Itoa(i)), 0o644)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func buildAndRun(m *testing.M) int {
+	if fenceBin = os.Getenv("FENCE_ESCAPE_FENCE"); fenceBin != "" || !testdb.LongEnabled() {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "fence-escape-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	fenceBin = filepath.Join(dir, "fence")
+	out, err := exec.Command("go", "build", "-o", fenceBin, "github.com/fencekit/fence/cmd/fence").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building fence: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+const hbScript = `f="$ESC_DIR/hb.$1"; i=0
+while [ $i -lt ` + "900" + ` ]; do echo $i > "$f"; sleep 0.1; i=$((i+1)); done
+`
+
+// hop forks its next copy and exits, every 50 ms: a new pid each time.
+const hopScript = `echo $1 > "$ESC_DIR/hb.hop"; sleep 0.05
+[ "$1" -lt 1800 ] && sh "$ESC_DIR/hop.sh" $(($1 + 1)) &
+exit 0
+`
+
+type scenario struct {
+	name     string
+	rootOnly bool
+	hb       []string // heartbeats started before "ready" (besides main)
+	body     string   // shell lines that start them
+	tamper   string   // the attack on the supervisor, after "ready"; "" = a revoke
+	// escapesBestEffort: a best-effort supervisor cannot hold it, and must
+	// say so at start (the class of escape its warning names).
+	escapesBestEffort string
+}
+
+// ppidOf is the shell's spelling of "the parent of $PPID" (fence run, when
+// $PPID is the shim); 0 when /proc does not say.
+const ppidOf = `sup=$(sed -n 's/.*) [A-Za-z] \([0-9]*\) .*/\1/p' /proc/$PPID/stat 2>/dev/null); sup=${sup:-0}; `
+
+var scenarios = []scenario{
+	{name: "double-fork", hb: []string{"df"}, body: `( $H df & ) &`},
+	{name: "setsid", hb: []string{"setsid"}, body: `setsid $H setsid &`},
+	{name: "nohup", hb: []string{"nohup"}, body: `nohup $H nohup >/dev/null 2>&1 &`},
+	{name: "pid-namespace", hb: []string{"pidns"},
+		body: `if [ "$(id -u)" = 0 ]; then unshare -p -f $H pidns & else unshare -U -r -p -f $H pidns & fi`},
+	{name: "subreaper", hb: []string{"reaper", "orphan"}, body: `ESC_HELPER=subreaper "$ESC_SELF" &`},
+	{name: "stopped-child", body: `sh -c 'kill -STOP $$; exit 0' &`},
+	{name: "ignores-sigterm", hb: []string{"noterm"}, body: `trap '' TERM; $H noterm &`},
+	{name: "main-thread-exited", hb: []string{"thread"}, body: `ESC_HELPER=threadexit "$ESC_SELF" &`},
+	{name: "fork-exit-loop", hb: []string{"hop"}, body: `sh "$ESC_DIR/hop.sh" 0 &`},
+	{name: "shim-kill-9", hb: []string{"t"}, body: `setsid $H t &`, tamper: `kill -9 $PPID`},
+	{name: "shim-sigstop", hb: []string{"t"}, body: `setsid $H t &`, tamper: `kill -STOP $PPID`},
+	{name: "fence-and-shim-sigstop", hb: []string{"t"}, body: `setsid $H t &`,
+		tamper:            ppidOf + `[ "$sup" -gt 1 ] && kill -STOP "$sup"; kill -STOP $PPID`,
+		escapesBestEffort: "fence and its shim both stopped or killed"},
+	{name: "fence-and-shim-kill-9", hb: []string{"t"}, body: `setsid $H t &`,
+		tamper:            ppidOf + `[ "$sup" -gt 1 ] && kill -9 "$sup"; kill -9 $PPID`,
+		escapesBestEffort: "fence and its shim both stopped or killed"},
+}
+
+func jobScript(sc scenario) string {
+	var b strings.Builder
+	b.WriteString("cd \"$ESC_DIR\"\nH=\"sh $ESC_DIR/hb.sh\"\n")
+	b.WriteString(sc.body + "\n")
+	b.WriteString("touch \"$ESC_DIR/ready\"\n")
+	if sc.tamper != "" {
+		// Give the heartbeats time to start, then attack.
+		b.WriteString("sleep 0.5\ndate +%s%N > \"$ESC_DIR/tamper.tmp\"; mv \"$ESC_DIR/tamper.tmp\" \"$ESC_DIR/tamper\"\n")
+		b.WriteString(sc.tamper + "\n")
+	}
+	b.WriteString("exec sh \"$ESC_DIR/hb.sh\" main\n")
+	return b.String()
+}
+
+// mode is how fence run is started: its containment, chosen by the
+// environment (as an operator could) and flags.
+type mode struct {
+	name       string
+	env        []string
+	flags      []string
+	bestEffort bool // fence must warn at start that containment is best effort
+	refuse     bool // fence must refuse to start the job
+}
+
+var modes = []mode{
+	{name: "contained"},
+	{name: "best-effort", env: []string{"FENCE_SUPERVISE_NO_NAMESPACE=1", "FENCE_SUPERVISE_NO_CGROUP=1"}, bestEffort: true},
+	{name: "require-containment", env: []string{"FENCE_SUPERVISE_NO_NAMESPACE=1", "FENCE_SUPERVISE_NO_CGROUP=1"},
+		flags: []string{"--require-containment"}, refuse: true},
+}
+
+type row struct {
+	mode, scenario, result string
+	lastHB, dead, bound    time.Duration
+	ok                     bool
+	note                   string
+}
+
+func (r row) String() string {
+	s := fmt.Sprintf("escape: uid=%d mode=%s scenario=%s result=%s", os.Geteuid(), r.mode, r.scenario, r.result)
+	if r.result != "refused" {
+		s += fmt.Sprintf(" last-heartbeat=%s dead=%s bound=%s", secs(r.lastHB), secs(r.dead), secs(r.bound))
+	}
+	if r.note != "" {
+		s += " (" + r.note + ")"
+	}
+	return s
+}
+
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%+.2fs", d.Seconds())
+}
+
+// TestEscape runs every scenario in every mode, the scenarios of a mode in
+// parallel, and prints the table.
+func TestEscape(t *testing.T) {
+	testdb.Long(t)
+	var mu sync.Mutex
+	var rows []row
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			for _, sc := range scenarios {
+				if sc.rootOnly && os.Geteuid() != 0 {
+					continue
+				}
+				if m.refuse && sc.name != "setsid" {
+					continue // one refusal says it
+				}
+				t.Run(sc.name, func(t *testing.T) {
+					t.Parallel()
+					r := runScenario(t, m, sc)
+					mu.Lock()
+					rows = append(rows, r)
+					mu.Unlock()
+					if !r.ok {
+						t.Errorf("%s", r)
+					}
+				})
+			}
+		})
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].mode < rows[j].mode })
+	for _, r := range rows {
+		fmt.Println(r)
+	}
+}
+
+func runScenario(t *testing.T, m mode, sc scenario) row {
+	r := row{mode: m.name, scenario: sc.name, lastHB: -1, dead: -1}
+	dir := t.TempDir()
+	must(t, os.Chmod(dir, 0o755))
+	mark := randHex()
+	self, err := os.Executable()
+	must(t, err)
+	for name, body := range map[string]string{"hb.sh": hbScript, "hop.sh": hopScript, "job.sh": jobScript(sc)} {
+		must(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	env := []string{"FENCE_DSN=sqlite:" + filepath.Join(dir, "fence.db"), "ESC_DIR=" + dir, "ESC_MARK=" + mark, "ESC_SELF=" + self}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FENCE_") && !strings.HasPrefix(kv, "ESC_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, m.env...)
+	if out, err := fenceCmd(dir, env, "migrate").CombinedOutput(); err != nil {
+		t.Fatalf("fence migrate: %v\n%s", err, out)
+	}
+
+	args := append([]string{"--log-level", "info", "run", "--lease", "esc", "--ttl", ttl.String(), "--grace", "60s"}, m.flags...)
+	args = append(args, "--", "sh", filepath.Join(dir, "job.sh"))
+	first := fenceCmd(dir, env, args...)
+	var stderr syncBuffer
+	first.Stderr = &stderr
+	must(t, first.Start())
+	exited := make(chan struct{})
+	var exitCode int
+	go func() {
+		_ = first.Wait()
+		exitCode = first.ProcessState.ExitCode()
+		close(exited)
+	}()
+	// At the end: fence run (stopped, perhaps), its shim, and what is left
+	// of the job; nothing else.
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			for _, c := range childrenOf(first.Process.Pid) {
+				sigkill(c)
+			}
+			_ = first.Process.Kill()
+			<-exited
+		}
+		killMarked(mark)
+	})
+
+	if m.refuse {
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			r.result, r.note = "not refused", "fence run still running after 60s"
+			return r
+		}
+		_, err := os.Stat(filepath.Join(dir, "ready"))
+		switch {
+		case err == nil:
+			r.result, r.note = "ran", "the job ran although containment was required"
+		case exitCode == 0 || !strings.Contains(stderr.String(), "real containment"):
+			r.result, r.note = "not refused", fmt.Sprintf("exit %d: %s", exitCode, oneLine(stderr.String()))
+		default:
+			r.result, r.ok, r.note = "refused", true, fmt.Sprintf("exit %d", exitCode)
+		}
+		return r
+	}
+
+	hbs := append([]string{"main"}, sc.hb...)
+	if !waitFor(30*time.Second, func() bool {
+		for _, h := range hbs {
+			if _, err := os.Stat(filepath.Join(dir, "hb."+h)); err != nil {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the job's heartbeats did not all start within 30s; fence's stderr:\n%s", stderr.String())
+	}
+	warned := strings.Contains(stderr.String(), "best effort")
+
+	// The loss: a revoke, or the job's own attack on the supervisor.
+	var t0 time.Time
+	bound := killBound
+	var second *exec.Cmd
+	var secondDone chan struct{}
+	if sc.tamper == "" {
+		bound += ttl
+		t0 = time.Now()
+		if out, err := fenceCmd(dir, env, "revoke", "esc", "--yes").CombinedOutput(); err != nil {
+			t.Fatalf("fence revoke: %v\n%s", err, out)
+		}
+	} else {
+		tf := filepath.Join(dir, "tamper")
+		if !waitFor(30*time.Second, func() bool { _, err := os.Stat(tf); return err == nil }) {
+			t.Fatal("the job did not attack within 30s")
+		}
+		b, _ := os.ReadFile(tf)
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		must(t, err)
+		t0 = time.Unix(0, ns)
+		// A second holder waits for the lease: its job may start only once
+		// nothing of the first one runs.
+		second = fenceCmd(dir, env, "run", "--lease", "esc", "--wait", "20s", "--", "sh", "-c",
+			`date +%s%N > "$ESC_DIR/second"`)
+		must(t, second.Start())
+		secondDone = make(chan struct{})
+		go func() { _ = second.Wait(); close(secondDone) }()
+		sp, sd := second.Process, secondDone
+		t.Cleanup(func() { _ = sp.Kill(); <-sd })
+		// An attack that could not reach the supervisor changes nothing:
+		// fence runs on, its shim is not stopped, and the job keeps its
+		// lease; then a revoke must stop it as in the other scenarios.
+		time.Sleep(time.Until(t0.Add(bound + 500*time.Millisecond)))
+		if len(marked(mark)) > 0 && intact(first, exited) {
+			_ = sp.Kill()
+			<-sd
+			second = nil
+			r.note = "the attack did not reach the supervisor; revoked"
+			bound += ttl
+			t0 = time.Now()
+			if out, err := fenceCmd(dir, env, "revoke", "esc", "--yes").CombinedOutput(); err != nil {
+				t.Fatalf("fence revoke: %v\n%s", err, out)
+			}
+		}
+	}
+	r.bound = bound
+
+	// Watch until the bound and a second more.
+	deadAt := time.Time{}
+	for end := t0.Add(bound + time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if len(marked(mark)) == 0 {
+			if deadAt.IsZero() {
+				deadAt = time.Now()
+			}
+		} else {
+			deadAt = time.Time{}
+		}
+	}
+	if !deadAt.IsZero() {
+		r.dead = deadAt.Sub(t0)
+	}
+	r.lastHB = lastBeat(dir).Sub(t0)
+	alive := marked(mark)
+	held := len(alive) == 0 && r.lastHB <= bound && !deadAt.IsZero() && r.dead <= bound
+	if second != nil {
+		select {
+		case <-secondDone:
+		case <-time.After(30 * time.Second):
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "second")); err == nil {
+			ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if lb := lastBeat(dir); ns != 0 && !lb.Before(time.Unix(0, ns)) {
+				held = false
+				r.note = fmt.Sprintf("a second holder's job started %s after the attack while the first's still ran", secs(time.Unix(0, ns).Sub(t0)))
+			}
+		}
+	}
+	switch {
+	case held:
+		r.result, r.ok = "held", true
+	case m.bestEffort && sc.escapesBestEffort != "" && warned && strings.Contains(stderr.String(), sc.escapesBestEffort):
+		r.result, r.ok = "escaped (warned)", true
+	default:
+		r.result = "escaped"
+		if len(alive) > 0 && r.note == "" {
+			r.note = fmt.Sprintf("%d processes alive", len(alive))
+		}
+	}
+	if m.bestEffort && !warned {
+		r.ok = false
+		r.note = strings.TrimPrefix(r.note+"; fence did not warn that containment is best effort", "; ")
+	}
+	if !m.bestEffort && warned {
+		r.ok = false
+		r.note = strings.TrimPrefix(r.note+"; fence warned of best-effort containment", "; ")
+	}
+	if !r.ok {
+		t.Logf("fence run's stderr:\n%s", stderr.String())
+	}
+	return r
+}
+
+func fenceCmd(dir string, env []string, args ...string) *exec.Cmd {
+	c := exec.Command(fenceBin, args...)
+	c.Dir, c.Env = dir, env
+	return c
+}
+
+// lastBeat is the latest modification of any heartbeat file.
+func lastBeat(dir string) time.Time {
+	var last time.Time
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "hb.") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().After(last) {
+			last = fi.ModTime()
+		}
+	}
+	return last
+}
+
+// marked lists the live processes that carry ESC_MARK=mark in their
+// environment, except fence's own (fence run, its shim): those are the
+// supervisor, not the job. A process whose main thread has exited has no
+// environment of its own in /proc: its other threads are read too.
+func marked(mark string) []int {
+	want := []byte("ESC_MARK=" + mark + "\x00")
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.HasPrefix(cmd, []byte(fenceBin+"\x00")) {
+			continue
+		}
+		tasks, _ := os.ReadDir("/proc/" + e.Name() + "/task")
+		for _, tk := range tasks {
+			base := "/proc/" + e.Name() + "/task/" + tk.Name()
+			st, _ := os.ReadFile(base + "/stat")
+			if i := bytes.LastIndexByte(st, ')'); i < 0 || i+2 >= len(st) || st[i+2] == 'Z' || st[i+2] == 'X' {
+				continue
+			}
+			if env, _ := os.ReadFile(base + "/environ"); bytes.Contains(env, want) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// killMarked SIGKILLs what is left of one scenario (its own processes only,
+// found by their mark), for at most ten seconds.
+func killMarked(mark string) {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		ps := marked(mark)
+		if len(ps) == 0 {
+			return
+		}
+		for _, p := range ps {
+			sigkill(p)
+		}
+	}
+}
+
+// intact says whether fence run still runs and its shim is not stopped.
+func intact(first *exec.Cmd, exited <-chan struct{}) bool {
+	select {
+	case <-exited:
+		return false
+	default:
+	}
+	if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", first.Process.Pid)); stopped(st) {
+		return false
+	}
+	for _, c := range childrenOf(first.Process.Pid) {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c)); stopped(st) {
+			return false
+		}
+	}
+	return true
+}
+
+func stopped(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'T' || stat[i+2] == 't')
+}
+
+// childrenOf lists pid's children.
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, tk := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, tk.Name()))
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+func sigkill(pid int) {
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		unix.Close(fd)
+	}
+}
+
+func waitFor(d time.Duration, f func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if f() {
+			return true
+		}
+	}
+	return f()
+}
+
+func randHex() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
