@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A libpq key=value DSN with a ':' in its password reached the "unknown
+// DSN scheme" error whole up to that ':', password included, from --dsn,
+// --dsn-file and FENCE_DSN alike. It is refused without quoting it.
+func TestKeyValueDSNNotEchoed(t *testing.T) {
+	const dsn = "host=127.0.0.1 port=5432 user=postgres password=Sec7ret:Pw dbname=app"
+	file := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(file, []byte(dsn+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"--dsn", nil, []string{"--dsn", dsn, "leases"}},
+		{"--dsn-file", nil, []string{"--dsn-file", file, "leases"}},
+		{"FENCE_DSN", []string{"FENCE_DSN=" + dsn}, []string{"leases"}},
+	} {
+		code, out, errs := mainIn(t, c.env, "", c.args...)
+		if code != ExitUsage {
+			t.Errorf("%s: exit %d, want %d (%s)", c.name, code, ExitUsage, errs)
+		}
+		for _, f := range []string{"Sec7", "7ret", ":Pw", "user=postgres", "dbname=app"} {
+			if strings.Contains(out+errs, f) {
+				t.Errorf("%s: output contains %q: %s%s", c.name, f, out, errs)
+			}
+		}
+		if !strings.Contains(errs, "key=value DSN") {
+			t.Errorf("%s: the error should say what is wrong: %s", c.name, errs)
+		}
+	}
+}
