@@ -11,7 +11,7 @@ import (
 // DSN scheme" error whole up to that ':', password included, from --dsn,
 // --dsn-file and FENCE_DSN alike. It is refused without quoting it.
 func TestKeyValueDSNNotEchoed(t *testing.T) {
-	const dsn = "host=127.0.0.1 port=5432 user=postgres password=Sec7ret:Pw dbname=app"
+	const dsn = "user=postgres password=Sec7ret:Pw host=127.0.0.1 dbname=app"
 	file := filepath.Join(t.TempDir(), "dsn")
 	if err := os.WriteFile(file, []byte(dsn+"\n"), 0o600); err != nil {
 		t.Fatal(err)
