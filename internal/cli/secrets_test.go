@@ -39,3 +39,32 @@ func TestKeyValueDSNNotEchoed(t *testing.T) {
 		}
 	}
 }
+
+// fence leases --json and fence runs --json printed every owner token, the
+// capability to renew or release a lease. They print "hidden" unless
+// --show-tokens is given.
+func TestJSONHidesOwnerTokens(t *testing.T) {
+	env := []string{"FENCE_DSN=sqlite:" + filepath.Join(t.TempDir(), "f.db"), "PATH=/usr/bin:/bin"}
+	if code, _, errs := mainIn(t, env, "", "migrate"); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errs)
+	}
+	code, out, errs := mainIn(t, env, "", "run", "--lease", "tok", "--", "sh", "-c", `echo "$FENCE_OWNER"`)
+	owner := strings.TrimSpace(out)
+	if code != 0 || len(owner) < 16 {
+		t.Fatalf("run: %d %q %s", code, out, errs)
+	}
+	for _, c := range []string{"leases", "runs"} {
+		code, out, errs := mainIn(t, env, "", c, "--json")
+		if code != 0 || strings.Contains(out, owner) || strings.Contains(out, owner[:8]) || !strings.Contains(out, `"owner": "hidden"`) {
+			t.Errorf("%s --json should hide the owner token: %d %s %s", c, code, out, errs)
+		}
+		code, out, errs = mainIn(t, env, "", c, "--json", "--show-tokens")
+		if code != 0 || !strings.Contains(out, `"owner": "`+owner+`"`) {
+			t.Errorf("%s --json --show-tokens should show the owner token %s: %d %s %s", c, owner, code, out, errs)
+		}
+		code, out, _ = mainIn(t, env, "", c)
+		if code != 0 || strings.Contains(out, owner[:8]) {
+			t.Errorf("%s: the table shows the owner token: %s", c, out)
+		}
+	}
+}
