@@ -65,7 +65,11 @@ func (a *app) runMetrics(o runOpts) ([]fence.Option, func(), error) {
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		s, err := serveMetrics(o.metricsAddr, reg, a.log)
+		token, err := readTokenFile("--metrics-token-file", o.metricsTokenFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := serveMetrics(o.metricsAddr, token, reg, a.log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,4 +136,20 @@ func redactPushURL(raw, msg string) (shown, scrubbed string) {
 		}
 	}
 	return shown, msg
+}
+
+// readTokenFile reads a bearer token from path ("" without one).
+func readTokenFile(flag, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usagef("give a readable file holding the token", "%s: %v", flag, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", usagef("write a random token into it, e.g. openssl rand -hex 32 > "+path, "%s %s is empty", flag, path)
+	}
+	return t, nil
 }
