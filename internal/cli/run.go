@@ -181,7 +181,7 @@ func (o runOpts) validate() error {
 		return usagef(hint, "--grace %v is negative", o.grace)
 	}
 	if err := fence.ValidateName(o.lease); err != nil {
-		return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+		return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "--lease: %v", err)
 	}
 	if err := fence.ValidateTTL(o.ttl); err != nil {
 		return usagef("use a duration such as 30s or 2m", "--ttl: %v", err)

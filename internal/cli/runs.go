@@ -113,7 +113,7 @@ func (a *app) runsCmd() *cobra.Command {
 			f := fence.RunFilter{Lease: lease, Status: fence.RunStatus(status), Limit: limit}
 			if cmd.Flags().Changed("lease") {
 				if err := fence.ValidateName(lease); err != nil {
-					return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+					return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "--lease: %v", err)
 				}
 			}
 			if status != "" && !validStatus(f.Status) {
@@ -186,7 +186,7 @@ Running runs are never deleted. Prints how many runs were deleted
 			}
 			if cmd.Flags().Changed("lease") {
 				if err := fence.ValidateName(lease); err != nil {
-					return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+					return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "--lease: %v", err)
 				}
 			}
 			ctx, stop := interruptible(cmd.Context())
