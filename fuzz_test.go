@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -44,7 +45,9 @@ func FuzzValidateName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		err := ValidateName(s)
 		ok := s != "" && len(s) <= MaxNameLen && utf8.ValidString(s) &&
-			!strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+			!strings.ContainsFunc(s, func(r rune) bool {
+				return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+			})
 		if ok != (err == nil) {
 			t.Fatalf("ValidateName(%q) = %v", s, err)
 		}

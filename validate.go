@@ -35,7 +35,11 @@ var ErrInvalid = errors.New("fence: invalid input")
 var prefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 
 // ValidateName reports whether name can be a lease name: 1 to 191 bytes of
-// UTF-8 without NUL or other control characters.
+// UTF-8 that print as what they are: no control characters (C0, DEL, C1
+// such as U+0085 and U+009B, which terminals obey), no format characters
+// (Cf: bidi overrides and isolates such as U+202E, which reorder the text
+// around the name, zero-width characters and U+FEFF, which make two names
+// look alike) and no line or paragraph separators.
 func ValidateName(name string) error {
 	switch {
 	case name == "":
@@ -44,8 +48,8 @@ func ValidateName(name string) error {
 		return fmt.Errorf("%w: lease name is %d bytes, the limit is %d", ErrInvalid, len(name), MaxNameLen)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: lease name %q is not valid UTF-8", ErrInvalid, clip(name))
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%w: lease name %q contains a NUL or control character", ErrInvalid, clip(name))
+	case strings.ContainsFunc(name, invisibleRune):
+		return fmt.Errorf("%w: lease name %q contains a control character or an invisible one", ErrInvalid, clip(name))
 	}
 	return nil
 }

@@ -53,7 +53,12 @@ func Parse(dsn string) (DSN, error) {
 		return DSN{}, fmt.Errorf("%w: DSN contains a NUL byte", fence.ErrInvalid)
 	}
 	scheme, rest, ok := strings.Cut(dsn, ":")
-	if !ok {
+	if looksKeyValue(dsn, scheme, ok) {
+		// libpq's key=value form: whatever precedes the first ':' may
+		// hold the password (password=a:b), so nothing of it is quoted.
+		return DSN{}, fmt.Errorf("%w: a key=value DSN (host=… user=… password=…) is not supported: write it as postgres://user:password@host:port/dbname?param=value", fence.ErrInvalid)
+	}
+	if !ok || !isScheme(scheme) {
 		return DSN{}, fmt.Errorf("%w: DSN has no scheme (want sqlite:PATH, postgres://… or mysql://…)", fence.ErrInvalid)
 	}
 	switch strings.ToLower(scheme) {
@@ -139,6 +144,34 @@ func scrub(err error, d DSN) string {
 		}
 	}
 	return msg
+}
+
+// looksKeyValue reports whether dsn is in libpq's key=value form: an '='
+// or a space before the first ':' (or anywhere, when there is no ':').
+func looksKeyValue(dsn, scheme string, hasColon bool) bool {
+	if !hasColon {
+		scheme = dsn
+	}
+	return strings.ContainsAny(scheme, "= \t\n\r")
+}
+
+// isScheme reports whether s is a URL scheme as RFC 3986 spells one
+// (ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )), short enough to be a name:
+// only such a string is quoted back in an error, since anything else before
+// the first ':' may be part of a password.
+func isScheme(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // clip shortens s for an error message.

@@ -189,3 +189,33 @@ func TestSearchPathPutsTablesInASchema(t *testing.T) {
 		t.Fatalf("lease row in %s.fence_leases: %d, %v", schema, n, err)
 	}
 }
+
+// A libpq key=value DSN is refused without quoting any of it: before, the
+// text up to its first ':' came back as an "unknown DSN scheme", and with a
+// ':' in the password that text ends inside the password.
+func TestKeyValueDSNRefusedUnquoted(t *testing.T) {
+	const secret = "hunter2Pw"
+	for _, dsn := range []string{
+		"host=127.0.0.1 user=postgres password=" + secret + ":x dbname=db",
+		"user=a password=" + secret + ":x host=h",
+		"host=127.0.0.1 port=5432 user=postgres password=" + secret + " dbname=db",
+		"password=" + secret + ":",
+		"password='" + secret + " x:y' host=h",
+		"x" + secret + "!://h/db",
+	} {
+		_, err := Parse(dsn)
+		if !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("%q: %v, want fence.ErrInvalid", dsn, err)
+			continue
+		}
+		if strings.Contains(err.Error(), secret[:4]) || strings.Contains(err.Error(), "2Pw") {
+			t.Errorf("error quotes the DSN: %v", err)
+		}
+	}
+	if _, err := Parse("host=h user=u password=p:q dbname=d"); err == nil || !strings.Contains(err.Error(), "key=value DSN") {
+		t.Errorf("a key=value DSN should be named as such: %v", err)
+	}
+	if _, err := Parse("oracle://x/y"); err == nil || !strings.Contains(err.Error(), `"oracle"`) {
+		t.Errorf("an unknown but well-formed scheme should still be named: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -56,5 +57,33 @@ func TestCheckSessionOfOpen(t *testing.T) {
 			t.Errorf("%s: %v", file, err)
 		}
 		db.Close()
+	}
+}
+
+// A new database and its -wal and -shm files are readable by their owner
+// only: the database holds every holder's owner token. Before, SQLite
+// created all three 0644 (less the umask).
+func TestNewFileIsPrivate(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.db")
+	db, err := Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (x TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES ('owner token')"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatalf("%s: %v (the connection is open in WAL mode: it should exist)", f, err)
+		}
+		if m := fi.Mode().Perm(); m&0o077 != 0 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(f), m)
+		}
 	}
 }

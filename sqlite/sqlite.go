@@ -9,7 +9,9 @@
 //   - _txlock=immediate, so every transaction takes the write lock at BEGIN.
 //     A deferred transaction that reads and then writes can fail with
 //     SQLITE_BUSY_SNAPSHOT under contention; an immediate one waits instead;
-//   - busy_timeout, so writers queue rather than fail.
+//   - busy_timeout, so writers queue rather than fail;
+//   - a new database file is created 0600, and so its -wal and -shm files:
+//     it holds every holder's owner token.
 //
 // SQLite serialises writers, so the write lock itself is what orders a
 // fenced write against a takeover: no row locks are needed.
@@ -26,6 +28,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"path"
 	"regexp"
 	"runtime"
@@ -97,6 +100,9 @@ func NewConnector(file string) (sqldriver.Connector, error) {
 	if strings.ContainsAny(file, "?#") {
 		return nil, fmt.Errorf("sqlite: path %q may not contain '?' or '#'", file)
 	}
+	if file != ":memory:" {
+		createPrivate(file)
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
@@ -110,6 +116,19 @@ func NewConnector(file string) (sqldriver.Connector, error) {
 		return nil, err
 	}
 	return busyRetry{c}, nil
+}
+
+// createPrivate creates file, when it does not exist, readable by its owner
+// only: the database holds every holder's owner token, the capability to
+// renew or release its lease, and SQLite would create it 0644 (less the
+// umask). SQLite gives the -wal and -shm files the database file's mode, so
+// they are 0600 too. An empty file is an empty database. An error is left
+// for SQLite to report when it opens the file, in its own words.
+func createPrivate(file string) {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		f.Close()
+	}
 }
 
 // busyRetry retries a connection whose setup got SQLITE_BUSY. The first

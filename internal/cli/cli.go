@@ -26,6 +26,13 @@ import (
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: env,
 		log: slog.New(slog.DiscardHandler)}
+	if ownsProcess(ctx) {
+		// Before anything reads the DSN: a job of the same user must not
+		// read it from /proc/<fence pid>/environ (see undumpable).
+		if err := undumpable(); err != nil {
+			fmt.Fprintf(stderr, "fence: warning: cannot hide this process's environment from other processes of this user: %v\n", err)
+		}
+	}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -298,7 +298,7 @@ func waitFile(t *testing.T, path string, timeout time.Duration) {
 
 func (b *backend) runsJSON(t *testing.T, args ...string) []runJSON {
 	t.Helper()
-	r := b.fence(t, append([]string{"runs", "--json"}, args...)...)
+	r := b.fence(t, append([]string{"runs", "--json", "--show-tokens"}, args...)...)
 	if r.code != 0 {
 		t.Fatalf("fence runs --json: %v", r)
 	}
@@ -311,7 +311,7 @@ func (b *backend) runsJSON(t *testing.T, args ...string) []runJSON {
 
 func (b *backend) leasesJSON(t *testing.T) []leaseJSON {
 	t.Helper()
-	r := b.fence(t, "leases", "--json")
+	r := b.fence(t, "leases", "--json", "--show-tokens")
 	if r.code != 0 {
 		t.Fatalf("fence leases --json: %v", r)
 	}

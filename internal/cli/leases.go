@@ -23,11 +23,13 @@ type leaseJSON struct {
 	DBNow       *string `json:"db_now"`
 }
 
-func leaseToJSON(l fence.LeaseInfo) leaseJSON {
+// leaseToJSON converts l; the owner token only with showTokens, since it is
+// the capability to renew or release the lease.
+func leaseToJSON(l fence.LeaseInfo, showTokens bool) leaseJSON {
 	j := leaseJSON{
 		Name:       l.Name,
 		State:      string(l.State),
-		Owner:      l.Owner,
+		Owner:      shownToken(l.Owner, showTokens),
 		Holder:     l.Holder,
 		Fence:      l.Fence,
 		ExpiresAt:  jsonTime(l.ExpiresAt),
@@ -54,8 +56,9 @@ HOLDER names the owner of the last acquisition as it called itself ('fence
 run --holder', the library's WithHolder; by default host:pid of the process
 that acquired it): "-" after a revoke, "(unnamed)" for a lease last acquired
 by a fence that did not record names. It is a label, not a proof: the owner
-token (FENCE_OWNER in the command's environment, "owner" in --json) is the
-secret that proves an acquisition. FENCE is the fence of that acquisition,
+token (FENCE_OWNER in the command's environment, "owner" in --json with
+--show-tokens) is the secret that proves an acquisition, and whoever has it
+can renew or release the lease. FENCE is the fence of that acquisition,
 which only ever increases. A new fence is at least the database
 clock in microseconds, so that fences never repeat even after a restore
 (docs/adr/0004-fence-floor.md): they are 16-digit numbers, shown in full
@@ -65,7 +68,8 @@ because they are what tokens, logs and errors carry; compare them by order.
 
   name           string   the lease name
   state          string   held | expired | released | revoked
-  owner          string   full owner token of the last acquisition ("" after a revoke)
+  owner          string   full owner token of the last acquisition, only with
+                          --show-tokens; "hidden" without it, "" after a revoke
   holder         string   the name of that acquisition's owner ("" after a
                           revoke, and when none was recorded)
   fence          integer  fence of the last acquisition (or revoke)
@@ -79,8 +83,9 @@ because they are what tokens, logs and errors carry; compare them by order.
 Fields may be added in later versions; none is renamed or removed.`
 
 func (a *app) leasesCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "leases [--json]",
+	var showTokens bool
+	cmd := &cobra.Command{
+		Use:   "leases [--json [--show-tokens]]",
 		Short: "List leases: state, holder, fence, expiry",
 		Long:  leasesLong,
 		Example: `  fence leases
@@ -101,13 +106,28 @@ func (a *app) leasesCmd() *cobra.Command {
 			if a.json {
 				out := make([]leaseJSON, len(ls))
 				for i, l := range ls {
-					out[i] = leaseToJSON(l)
+					out[i] = leaseToJSON(l, showTokens)
 				}
 				return writeJSON(a.stdout, out)
 			}
 			return a.leasesTable(a.stdout, ls)
 		},
 	}
+	cmd.Flags().BoolVar(&showTokens, "show-tokens", false, "with --json, print each holder's owner token (the capability to renew or release its lease) instead of \"hidden\"")
+	return cmd
+}
+
+// hiddenToken stands for an owner token in --json output without
+// --show-tokens: a token is the capability to renew or release a lease, and
+// listings end up in logs, tickets and terminals shared on screen.
+const hiddenToken = "hidden"
+
+// shownToken is tok, or hiddenToken unless show ("" stays "": no owner).
+func shownToken(tok string, show bool) string {
+	if show || tok == "" {
+		return tok
+	}
+	return hiddenToken
 }
 
 func (a *app) leasesTable(w io.Writer, ls []fence.LeaseInfo) error {

@@ -60,7 +60,7 @@ func (a *app) revokeLike(use string, needForce bool) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if err := fence.ValidateName(name); err != nil {
-				return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "%v", err)
+				return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "%v", err)
 			}
 			if needForce && !force {
 				return usagef("use 'fence revoke "+name+"'; a holder releases its own lease when its run ends",

@@ -112,6 +112,7 @@ type runOpts struct {
 	ttl, wait, grace time.Duration
 	argv             []string
 	metricsAddr      string
+	metricsTokenFile string // bearer token of --metrics-addr
 	metricsPush      string // Pushgateway base URL
 	metricsTextfile  string // node exporter textfile (*.prom)
 	exportDSN        bool
@@ -150,7 +151,8 @@ func (a *app) runCmd() *cobra.Command {
 	fl.StringVar(&o.lease, "lease", "", "lease `NAME` (required)")
 	fl.DurationVar(&o.ttl, "ttl", fence.DefaultTTL, "lease time to live, at least 100ms; renewed every TTL/3")
 	fl.DurationVar(&o.wait, "wait", 0, "keep trying to acquire a held lease for up to this long (0: fail at once with 75)")
-	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. :9102)")
+	fl.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics while the command runs (e.g. 127.0.0.1:9102; a non-loopback one needs --metrics-token-file)")
+	fl.StringVar(&o.metricsTokenFile, "metrics-token-file", "", "bearer token (from `FILE`) every scrape of --metrics-addr must send; required on a non-loopback address")
 	fl.StringVar(&o.metricsPush, "metrics-push", "", "when the command has ended, push its metrics to the Pushgateway at `URL` (job fence_run)")
 	fl.StringVar(&o.metricsTextfile, "metrics-textfile", "", "when the command has ended, write its metrics to `PATH`.prom for node exporter's textfile collector (atomically)")
 	fl.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM on lease loss, SIGKILL after this long, capped so that CMD never outlives the lease (see above)")
@@ -174,7 +176,7 @@ func (o runOpts) validate() error {
 		return usagef(hint, "--grace %v is negative", o.grace)
 	}
 	if err := fence.ValidateName(o.lease); err != nil {
-		return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+		return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "--lease: %v", err)
 	}
 	if err := fence.ValidateTTL(o.ttl); err != nil {
 		return usagef("use a duration such as 30s or 2m", "--ttl: %v", err)

@@ -357,7 +357,7 @@ func TestListingsJSON(t *testing.T) {
 		busyHolder := host + ":" + strconv.Itoa(p.cmd.Process.Pid) // fence run's default
 
 		var leases []map[string]any
-		r := b.fence(t, "leases", "--json")
+		r := b.fence(t, "leases", "--json", "--show-tokens")
 		if err := jsonUnmarshal(r.stdout, &leases); err != nil || len(leases) != 2 {
 			t.Fatalf("leases --json: %v\n%v", err, r)
 		}

@@ -34,7 +34,8 @@ func (o runOpts) validateMetrics() error {
 	if o.metricsPush != "" {
 		u, err := url.Parse(o.metricsPush)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("give the Pushgateway's base URL, e.g. --metrics-push http://pushgateway:9091", "--metrics-push %q is not an http(s) URL", o.metricsPush)
+			// Not quoted: a URL that does not parse may still carry a password.
+			return usagef("give the Pushgateway's base URL, e.g. --metrics-push http://pushgateway:9091", "--metrics-push is not an http(s) URL with a host")
 		}
 	}
 	if p := o.metricsTextfile; p != "" {
@@ -64,7 +65,11 @@ func (a *app) runMetrics(o runOpts) ([]fence.Option, func(), error) {
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		s, err := serveMetrics(o.metricsAddr, reg, a.log)
+		token, err := readTokenFile("--metrics-token-file", o.metricsTokenFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := serveMetrics(o.metricsAddr, token, reg, a.log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -79,8 +84,9 @@ func (a *app) runMetrics(o runOpts) ([]fence.Option, func(), error) {
 		stop()
 		if o.metricsPush != "" {
 			if err := pushMetrics(o.metricsPush, o.lease, reg); err != nil {
-				a.log.Warn("fence: pushing metrics failed", "url", o.metricsPush, "err", err)
-				fmt.Fprintf(a.stderr, "fence: warning: --metrics-push: %v\n", err)
+				shown, msg := redactPushURL(o.metricsPush, err.Error())
+				a.log.Warn("fence: pushing metrics failed", "url", shown, "err", msg)
+				fmt.Fprintf(a.stderr, "fence: warning: --metrics-push: %s\n", msg)
 			}
 		}
 		if o.metricsTextfile != "" {
@@ -112,4 +118,38 @@ func pushMetrics(base, lease string, g prometheus.Gatherer) error {
 		Format(expfmt.NewFormat(expfmt.TypeTextPlain)).
 		Gatherer(g).
 		PushContext(ctx)
+}
+
+// redactPushURL returns the Pushgateway URL raw with its password replaced
+// by xxxxx, and msg (an error of the push, which quotes the URL it pushed
+// to) with every form of that password replaced the same way.
+func redactPushURL(raw, msg string) (shown, scrubbed string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)", strings.ReplaceAll(msg, raw, "(unparsable URL)")
+	}
+	shown = u.Redacted()
+	msg = strings.ReplaceAll(msg, raw, shown)
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		for _, f := range []string{pw, url.PathEscape(pw), url.QueryEscape(pw), url.UserPassword("", pw).String()[1:]} {
+			msg = strings.ReplaceAll(msg, f, "xxxxx")
+		}
+	}
+	return shown, msg
+}
+
+// readTokenFile reads a bearer token from path ("" without one).
+func readTokenFile(flag, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usagef("give a readable file holding the token", "%s: %v", flag, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", usagef("write a random token into it, e.g. openssl rand -hex 32 > "+path, "%s %s is empty", flag, path)
+	}
+	return t, nil
 }

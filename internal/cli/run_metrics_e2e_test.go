@@ -72,6 +72,18 @@ func TestRunPushesMetrics(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "--metrics-push") {
 		t.Fatalf("run with a refusing Pushgateway: %v", r)
 	}
+	// Its warning names the URL without the password in it (before, the
+	// push's error quoted the URL whole, user:password included).
+	withPW := strings.Replace(gw.URL, "://", "://pusher:Pa55%2Fw0rd@", 1)
+	r = b.fence(t, "--log-level", "warn", "run", "--lease", "pushed", "--metrics-push", withPW, "--", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "pusher:xxxxx@") {
+		t.Fatalf("run with a refusing Pushgateway and a password in its URL: %v", r)
+	}
+	for _, f := range []string{"Pa55", "w0rd"} {
+		if strings.Contains(r.stdout+r.stderr, f) {
+			t.Errorf("output shows the Pushgateway password (%q): %v", f, r)
+		}
+	}
 	// Not a URL: a usage error before any lease is taken.
 	if r := b.fence(t, "run", "--lease", "pushed", "--metrics-push", "pushgateway:9091", "--", "true"); r.code != ExitUsage {
 		t.Fatalf("--metrics-push without a scheme: %v", r)

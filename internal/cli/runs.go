@@ -31,12 +31,12 @@ type runJSON struct {
 	Result     json.RawMessage `json:"result"`
 }
 
-func runToJSON(r fence.RunInfo) runJSON {
+func runToJSON(r fence.RunInfo, showTokens bool) runJSON {
 	j := runJSON{
 		ID:         r.ID,
 		Kind:       "run",
 		Lease:      r.Lease,
-		Owner:      r.Owner,
+		Owner:      shownToken(r.Owner, showTokens),
 		Holder:     r.Holder,
 		Fence:      r.Fence,
 		Status:     string(r.Status),
@@ -89,7 +89,8 @@ that write is fenced by the lease.
   id           integer  run id, increasing
   kind         string   run | term (a term of leadership, see above)
   lease        string   lease name
-  owner        string   full owner token of the acquisition the run belongs to
+  owner        string   full owner token of the acquisition the run belongs
+                        to, only with --show-tokens ("hidden" without it)
   holder       string   the name of that acquisition's owner ("" when none
                         was recorded)
   fence        integer  fence of that acquisition
@@ -106,9 +107,10 @@ Fields may be added in later versions; none is renamed or removed.`
 
 func (a *app) runsCmd() *cobra.Command {
 	var (
-		lease  string
-		status string
-		limit  int
+		lease      string
+		status     string
+		limit      int
+		showTokens bool
 	)
 	cmd := &cobra.Command{
 		Use:   "runs [--lease NAME] [--status S] [--limit N]",
@@ -122,7 +124,7 @@ func (a *app) runsCmd() *cobra.Command {
 			f := fence.RunFilter{Lease: lease, Status: fence.RunStatus(status), Limit: limit}
 			if cmd.Flags().Changed("lease") {
 				if err := fence.ValidateName(lease); err != nil {
-					return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+					return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "--lease: %v", err)
 				}
 			}
 			if status != "" && !validStatus(f.Status) {
@@ -146,7 +148,7 @@ func (a *app) runsCmd() *cobra.Command {
 			if a.json {
 				out := make([]runJSON, len(rs))
 				for i, r := range rs {
-					out[i] = runToJSON(r)
+					out[i] = runToJSON(r, showTokens)
 				}
 				return writeJSON(a.stdout, out)
 			}
@@ -166,6 +168,7 @@ func (a *app) runsCmd() *cobra.Command {
 	fl.StringVar(&lease, "lease", "", "only runs of lease `NAME`")
 	fl.StringVar(&status, "status", "", "only runs with status `S`: running, succeeded, failed, lost or abandoned")
 	fl.IntVar(&limit, "limit", 20, "at most `N` runs (0: all)")
+	fl.BoolVar(&showTokens, "show-tokens", false, "with --json, print each run's owner token (while its lease is held, the capability to renew or release it) instead of \"hidden\"")
 	cmd.AddCommand(a.runsPruneCmd())
 	return cmd
 }
@@ -194,7 +197,7 @@ Running runs are never deleted. Prints how many runs were deleted
 			}
 			if cmd.Flags().Changed("lease") {
 				if err := fence.ValidateName(lease); err != nil {
-					return usagef("a lease name is 1 to 191 bytes of UTF-8 without control characters", "--lease: %v", err)
+					return usagef("a lease name is 1 to 191 bytes of printable UTF-8: no control or formatting characters", "--lease: %v", err)
 				}
 			}
 			ctx, stop := interruptible(cmd.Context())

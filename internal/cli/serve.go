@@ -49,7 +49,9 @@ login prompt). The server speaks plain HTTP; put TLS in front of it on a
 network.
 
 The server bounds itself: at most --max-conns connections (the longest-idle
-one is closed to make room), --max-requests requests at once (503 beyond),
+one is closed to make room), --max-requests requests at once (503 beyond;
+/healthz has a cap of 4 of its own, so a flood of other requests does not
+fail the health probe),
 read, write and idle timeouts, and a database pool of 4 connections.
 SIGINT or SIGTERM stops the server gracefully.`
 
@@ -60,6 +62,10 @@ const shutdownTimeout = 10 * time.Second
 // a flood of requests must wait for one of a few connections rather than
 // take a shared database's connection slots.
 const servePool = 4
+
+// healthzRequests caps the /healthz requests served at once, apart from
+// --max-requests.
+const healthzRequests = 4
 
 // serveLimits are the server's caps; tests lower them.
 type serveLimits struct {
@@ -77,7 +83,12 @@ var defaultServeLimits = serveLimits{conns: 512, requests: 32,
 // write timeout exceeds ops' 5 s database timeout, so a slow read still
 // answers 503 rather than a cut connection.
 func newServer(h http.Handler, ln net.Listener, addr, token string, lim serveLimits, log *slog.Logger) (*http.Server, net.Listener, error) {
-	g, err := ops.Guard(ops.LimitRequests(h, lim.requests), addr, token)
+	// /healthz has a cap of its own: a flood of page or API requests must
+	// not make the server look dead to its health probe.
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", ops.LimitRequests(h, healthzRequests))
+	mux.Handle("/", ops.LimitRequests(h, lim.requests))
+	g, err := ops.Guard(mux, addr, token)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,7 +21,7 @@ var pageHTML string
 // (text, attribute, class, URL); the script inserts values as text only.
 // The timeline is the one piece of markup built elsewhere (timeline.go,
 // which escapes every value it writes).
-var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{"groups": digitGroups}).Parse(pageHTML))
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{"groups": digitGroups, "shown": shown}).Parse(pageHTML))
 
 // timelineRows is the most leases the overview's timeline draws; a lease's
 // own view draws one.

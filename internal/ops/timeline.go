@@ -276,12 +276,12 @@ func labelWidth(fence int64) float64 {
 func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time.Time) {
 	laneY := func(l int) float64 { return row.y + float64(l)*tlLane }
 	fmt.Fprintf(b, `<g class="lease" data-lease="%s">`, esc(row.lease))
-	name := row.lease
+	name := shown(row.lease)
 	if r := []rune(name); len(r) > 24 {
 		name = string(r[:23]) + "…"
 	}
 	fmt.Fprintf(b, `<a href="?%s"><text class="lease-name" x="8" y="%.1f">%s<title>%s</title></text></a>`,
-		esc("lease="+queryEscape(row.lease)), laneY(0)+tlBar-2, esc(name), esc(row.lease))
+		esc("lease="+queryEscape(row.lease)), laneY(0)+tlBar-2, esc(name), esc(shown(row.lease)))
 	fmt.Fprintf(b, `<line class="row-rule" x1="8" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#e5e7eb"/>`,
 		tlWidth-tlRight, row.y-tlRowGap/2, row.y-tlRowGap/2)
 

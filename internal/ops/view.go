@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/fencekit/fence"
 )
@@ -31,8 +33,10 @@ type leasesView struct {
 }
 
 type leaseView struct {
-	Name  string `json:"name"`
-	State string `json:"state"`
+	Name string `json:"name"`
+	// NameText is Name as the page shows it (see shown).
+	NameText string `json:"name_text"`
+	State    string `json:"state"`
 	// Holder is the name the lease's owner went by (fence.WithHolder), ""
 	// unless it is held now: a released, revoked or expired lease has no
 	// holder, whatever its row still says. HolderText is how the page shows
@@ -72,9 +76,10 @@ type runView struct {
 	ID int64 `json:"id"`
 	// Kind is "term" for a term of leadership that fence.Elect recorded
 	// (its holder led from its start to its end), "run" for a job's run.
-	Kind  string `json:"kind"`
-	Lease string `json:"lease"`
-	Owner string `json:"owner"` // the 8-character prefix, as in leaseView
+	Kind      string `json:"kind"`
+	Lease     string `json:"lease"`
+	LeaseText string `json:"lease_text"` // Lease as the page shows it (see shown)
+	Owner     string `json:"owner"`      // the 8-character prefix, as in leaseView
 
 	OwnerShort string `json:"owner_short"`
 	Holder     string `json:"holder"` // the holder name of the token that started the run
@@ -157,7 +162,7 @@ func (h *handler) leases(ctx context.Context, q leaseQuery) (leasesView, error) 
 }
 
 func leaseToView(l fence.LeaseInfo) leaseView {
-	v := leaseView{Name: l.Name, State: string(l.State), Fence: l.Fence, ExpiresIn: "–", UpdatedAt: stamp(l.UpdatedAt)}
+	v := leaseView{Name: l.Name, NameText: shown(l.Name), State: string(l.State), Fence: l.Fence, ExpiresIn: "–", UpdatedAt: stamp(l.UpdatedAt)}
 	if l.State == fence.StateHeld {
 		v.Holder, v.HolderText = l.Holder, holderText(l.Holder, true)
 		v.Owner, v.OwnerShort = holder(l.Owner), holder(l.Owner)
@@ -221,7 +226,7 @@ func (h *handler) runs(ctx context.Context, q runQuery) (runsView, error) {
 }
 
 func runToView(r fence.RunInfo, now time.Time) runView {
-	v := runView{ID: r.ID, Kind: "run", Lease: r.Lease, Holder: r.Holder, HolderText: holderText(r.Holder, true),
+	v := runView{ID: r.ID, Kind: "run", Lease: r.Lease, LeaseText: shown(r.Lease), Holder: r.Holder, HolderText: holderText(r.Holder, true),
 		Owner: holder(r.Owner), OwnerShort: holder(r.Owner), Fence: r.Fence,
 		Status: string(r.Status), StartedAt: stamp(r.StartedAt), Started: human(now.Sub(r.StartedAt)) + " ago",
 		Finished: "–", ExitCode: r.ExitCode, Exit: "–", Error: r.Error}
@@ -265,6 +270,30 @@ func short(owner string) string {
 		return owner[:8]
 	}
 	return owner
+}
+
+// shown is a lease name as the page shows it: a control or format
+// character (C0, C1, bidi overrides and isolates, zero-width characters)
+// or a line separator becomes its \u escape, so that a name stored before
+// fence refused them (fence.ValidateName) neither reorders the text around
+// it nor looks like another name. The raw name stays the key and the link.
+func shown(name string) string {
+	if !strings.ContainsFunc(name, invisible) {
+		return name
+	}
+	var b strings.Builder
+	for _, r := range name {
+		if invisible(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func invisible(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // holderText is a holder name as the page shows it: the name, "(unnamed)"
