@@ -30,6 +30,10 @@ import (
 const (
 	ttl       = 3 * time.Second
 	killBound = time.Second
+	// bestEffortKillBound is the bound after a tampering in a best-effort
+	// mode: with no PID namespace, the shim's sweep signals and reaps
+	// orphans one by one (measured up to 1.56 s as root under load).
+	bestEffortKillBound = 2 * time.Second
 )
 
 // helperEnv makes this test binary one of the hostile job's own programs.
@@ -330,6 +334,9 @@ func runScenario(t *testing.T, m mode, sc scenario) row {
 	// The loss: a revoke, or the job's own attack on the supervisor.
 	var t0 time.Time
 	bound := killBound
+	if m.bestEffort && sc.tamper != "" {
+		bound = bestEffortKillBound
+	}
 	var second *exec.Cmd
 	var secondDone chan struct{}
 	if sc.tamper == "" {
