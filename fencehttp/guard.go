@@ -34,8 +34,19 @@ type Guard struct {
 	insert  string
 	raise   string
 
+	leases *fence.Store // CheckLeases: the store whose leases the clients hold
+
 	beforeBegin func(Claim) // test hook: a request is about to begin its transaction
 }
+
+// CheckLeases makes the Guard read each request's lease from s, the fence
+// store whose leases its clients hold, before raising its row: a fence
+// above the lease's current fence was never handed out, and is refused as
+// forged (403) however it is signed, so that a holder of the signing key
+// cannot lock every real holder out by raising the row past them.
+// Acquisitions racing the read only raise the lease's fence, so a real
+// fence is never refused. Call it before serving.
+func (g *Guard) CheckLeases(s *fence.Store) { g.leases = s }
 
 var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
@@ -121,6 +132,17 @@ var errCommit = errors.New("fencehttp: commit failed; the write may or may not h
 // run raises c's fence in a new transaction, runs fn in it and commits if
 // fn returns nil.
 func (g *Guard) run(ctx context.Context, c Claim, fn func(tx *sql.Tx) error) error {
+	if g.leases != nil {
+		info, err := g.leases.Get(ctx, c.Lease)
+		switch {
+		case errors.Is(err, fence.ErrNotFound):
+			return fmt.Errorf("%w for lease %q: fence %d, but the lease was never acquired (a forged fence)", ErrSignature, c.Lease, c.Fence)
+		case err != nil:
+			return fmt.Errorf("fencehttp: lease %q: reading it to check fence %d: %w", c.Lease, c.Fence, err)
+		case c.Fence > info.Fence:
+			return fmt.Errorf("%w for lease %q: fence %d is above the lease's current fence %d, which no acquisition handed out (a forged fence)", ErrSignature, c.Lease, c.Fence, info.Fence)
+		}
+	}
 	if g.beforeBegin != nil {
 		g.beforeBegin(c)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencekit/fence"
 )
@@ -38,9 +39,26 @@ type Claim struct {
 // Verifier checks the Fence-Token header of a request against the lease
 // the server says guards it.
 type Verifier struct {
-	key   []byte
-	lease func(*http.Request) string
+	key      []byte
+	lease    func(*http.Request) string
+	maxAhead time.Duration
+	now      func() time.Time
 }
+
+// DefaultMaxAhead is how far past this server's clock a fence may be. A
+// fence is max(previous + 1, the database clock in microseconds) (ADR
+// 0004), so a real one runs ahead of the clock only by the database's skew
+// and by acquisitions faster than one per microsecond.
+const DefaultMaxAhead = time.Hour
+
+// SetMaxAhead sets how far ahead of this server's clock, read as
+// microseconds since 1970, a fence may be before Verify refuses it as
+// forged (403): a holder of the signing key could otherwise sign fence
+// 2^63-1, and every guard that accepted it would refuse every real holder
+// for good. 0 turns the bound off (for fences that are not clock-derived,
+// such as a lease table raised past the clock on purpose). Call it before
+// serving.
+func (v *Verifier) SetMaxAhead(d time.Duration) { v.maxAhead = d }
 
 // NewVerifier returns a Verifier for key (the one the holder side signs
 // with, at least MinKeyLen bytes). lease names the lease that guards a
@@ -54,7 +72,7 @@ func NewVerifier(key []byte, lease func(r *http.Request) string) (*Verifier, err
 	if lease == nil {
 		return nil, fmt.Errorf("%w: fencehttp: NewVerifier needs a lease function", fence.ErrInvalid)
 	}
-	return &Verifier{key: append([]byte(nil), key...), lease: lease}, nil
+	return &Verifier{key: append([]byte(nil), key...), lease: lease, maxAhead: DefaultMaxAhead, now: time.Now}, nil
 }
 
 // errLeaseFunc marks a bad name from the server's own lease function.
@@ -82,6 +100,12 @@ func (v *Verifier) Verify(r *http.Request) (Claim, error) {
 	}
 	if !hmac.Equal(sum, mac(v.key, lease, digits, owner)) {
 		return Claim{}, fmt.Errorf("%w for lease %q (forged or altered, signed for another lease, or signed with another key)", ErrSignature, lease)
+	}
+	if v.maxAhead > 0 {
+		limit := v.now().Add(v.maxAhead).UnixMicro()
+		if f > limit {
+			return Claim{}, fmt.Errorf("%w for lease %q: fence %d is more than %s ahead of this server's clock (%d): no acquisition hands it out, so its signer forged it", ErrSignature, lease, f, v.maxAhead, limit)
+		}
 	}
 	return Claim{Lease: lease, Fence: f, Owner: owner}, nil
 }
