@@ -270,8 +270,12 @@ func TestReleaseForceStopsHolder(t *testing.T) {
 		// group: SIGKILL must come anyway, before the lease could lapse and
 		// long before --grace 60s, and must take the whole group.
 		// (Its shell's "Terminated" notices go to /dev/null: stderr is fence's.)
-		script := `exec 2>/dev/null; trap 'echo TERM >> ` + got + `' TERM; sleep 300 & echo $! > ` + bgpid +
-			`; touch ` + started + `; while :; do sleep 0.1; done`
+		// The background process writes its own pid as /proc (the host's,
+		// also inside fence's PID namespace, where $! is a namespace pid)
+		// numbers it: read by the shell itself, /proc/self is that shell,
+		// which then becomes the sleep.
+		script := `exec 2>/dev/null; trap 'echo TERM >> ` + got + `' TERM; sh -c 'read -r p _ < /proc/self/stat; echo $p > ` + bgpid + `; exec sleep 300' & ` +
+			`while [ ! -s ` + bgpid + ` ]; do sleep 0.05; done; touch ` + started + `; while :; do sleep 0.1; done`
 		a := b.start(t, "run", "--lease", "revoked", "--ttl", "3s", "--grace", "60s", "--", "sh", "-c", script)
 		waitFile(t, started, 30*time.Second)
 		bg, err := os.ReadFile(bgpid)
