@@ -748,7 +748,9 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 	var rows int
-	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+prefix+"schema").Scan(&rows); err != nil || rows != latestVersion(t) {
+	// One row per migration file: the versions have a gap (0005 is unused).
+	files, _ := fs.Glob(Migrations, "migrations/*.sql")
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+prefix+"schema").Scan(&rows); err != nil || rows != len(files) {
 		t.Fatalf("schema rows %d %v", rows, err)
 	}
 	if v, err := d.SchemaVersion(ctx); err != nil || v != latestVersion(t) {
