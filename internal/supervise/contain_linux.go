@@ -104,7 +104,18 @@ func probe(exe string, ns bool, cg *cgroup) error {
 	if cg != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
 	}
-	out, err := cmd.CombinedOutput()
+	// The probe is started exactly as the shim will be: fence is not
+	// dumpable (cli.undumpable), and the parent can write the child's
+	// uid_map only while it is (see startDumpable). Without this, every
+	// unprivileged probe failed with EACCES and fence fell back to best
+	// effort on machines that allow user namespaces.
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := startDumpable(cmd, ns && os.Geteuid() != 0)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out := []byte(buf.String())
 	if err != nil {
 		if len(out) > 0 {
 			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
