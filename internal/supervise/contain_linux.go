@@ -30,6 +30,7 @@ type Containment struct {
 	CgroupParent string // "" for fence's own cgroup
 	Require      bool   // never start a command without a PID namespace
 	Missing      []string
+	CgroupErr    error // why no cgroup could be made (nil when Cgroup, or not tried)
 }
 
 // Real says whether the command cannot reach its supervisor: the
@@ -83,7 +84,11 @@ func Probe(o ProbeOptions) Containment {
 			err = rerr
 		}
 	}
+	if err != nil && cg != nil && errors.Is(err, syscall.EACCES) {
+		err = fmt.Errorf("%w: fence may not move a process into %s; run fence inside a cgroup below a common ancestor this user may write (cgroup.procs)", err, cg.dir)
+	}
 	if err != nil {
+		c.CgroupErr = err
 		where := "fence's own cgroup"
 		if o.CgroupParent != "" {
 			where = o.CgroupParent
