@@ -432,7 +432,36 @@ func runScenario(t *testing.T, m mode, sc scenario) row {
 		return r
 	}
 
+	if sc.pids {
+		// The job is started (its shim is fence's only child now, not
+		// the probe) once it says ready; it waits for the pids.
+		waitFor(30*time.Second, func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+			}
+			_, err := os.Stat(filepath.Join(dir, "ready"))
+			return err == nil
+		})
+		var shim int
+		waitFor(10*time.Second, func() bool {
+			c := childrenOf(first.Process.Pid)
+			if len(c) > 0 {
+				shim = c[0]
+			}
+			return shim != 0
+		})
+		tmp := filepath.Join(dir, "pids.tmp")
+		must(t, os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d\n", first.Process.Pid, shim)), 0o644))
+		must(t, os.Rename(tmp, filepath.Join(dir, "pids")))
+	}
 	hbs := append([]string{"main"}, sc.hb...)
+	if sc.tamper != "" {
+		// The main heartbeat starts after the attack, which may end the
+		// tree at once (fence sees its shim stopped within 50 ms).
+		hbs = sc.hb
+	}
 	started := func() bool {
 		for _, h := range hbs {
 			if _, err := os.Stat(filepath.Join(dir, "hb."+h)); err != nil {
@@ -463,19 +492,6 @@ func runScenario(t *testing.T, m mode, sc scenario) row {
 	warned := strings.Contains(stderr.String(), "best effort")
 	if m.tree != "" && !strings.Contains(stderr.String(), "tree="+m.tree) {
 		t.Fatalf("fence did not say the tree is held by %s; its stderr:\n%s", m.tree, stderr.String())
-	}
-	if sc.pids {
-		var shim int
-		waitFor(10*time.Second, func() bool {
-			c := childrenOf(first.Process.Pid)
-			if len(c) > 0 {
-				shim = c[0]
-			}
-			return shim != 0
-		})
-		tmp := filepath.Join(dir, "pids.tmp")
-		must(t, os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d\n", first.Process.Pid, shim)), 0o644))
-		must(t, os.Rename(tmp, filepath.Join(dir, "pids")))
 	}
 
 	// The loss: a revoke, or the job's own attack on the supervisor.
