@@ -138,9 +138,11 @@ func nsHint(err error) string {
 }
 
 // nsAttr makes the process a new PID namespace's first process, in a new
-// cgroup namespace rooted at its cgroup (so that nothing in it can move
-// itself out), with a user namespace that maps only fence's own user and
-// group when fence is not root.
+// cgroup namespace rooted at its cgroup (its /proc/self/cgroup shows "/";
+// it stops a move out of the cgroup only where the cgroup2 mount has
+// nsdelegate: the escape suite's cgroup-move scenario moved itself here,
+// and the PID namespace held it), with a user namespace that maps only
+// fence's own user and group when fence is not root.
 func nsAttr(a *syscall.SysProcAttr) {
 	a.Cloneflags |= syscall.CLONE_NEWPID
 	a.Unshareflags |= syscall.CLONE_NEWCGROUP
