@@ -47,11 +47,13 @@ func (a *app) contain(ctx context.Context, o runOpts, sup *supervisor) error {
 	})
 	sup.contain = c
 	a.log.InfoContext(ctx, "fence: containment", "tree", c.Mechanism(), "real", c.Real())
+	if o.cgroup != "" && c.CgroupErr != nil {
+		// The operator asked for this cgroup: running without it would be
+		// a weaker containment than asked for, said only in a log line.
+		return fail(ExitCannotExec, fmt.Errorf("--cgroup %s cannot be used: %v", o.cgroup, c.CgroupErr),
+			"name a cgroup v2 directory this user may write, with fence running inside it or below a common ancestor it may write")
+	}
 	if c.Real() {
-		if !c.Cgroup && o.cgroup != "" {
-			return fail(ExitCannotExec, fmt.Errorf("--cgroup %s cannot be used: %s", o.cgroup, strings.Join(c.Missing, "; ")),
-				"name a cgroup v2 directory this user may write, with fence running inside it or below a common ancestor it may write")
-		}
 		return nil
 	}
 	if o.requireContainment {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroup is a cgroup v2 directory of our own for the command's tree.
@@ -35,10 +37,15 @@ func newCgroup(parent string) (*cgroup, error) {
 			return nil, err
 		}
 		parent = own
+	} else if err := checkParent(parent); err != nil {
+		return nil, err
 	}
 	cleanLeftovers(parent)
 	dir := filepath.Join(parent, fmt.Sprintf("%s%d-%x", cgroupPrefix, os.Getpid(), rand.Uint32()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("%s is not writable by uid %d (delegate it: chown the directory and its cgroup.procs, cgroup.threads and cgroup.subtree_control to this user)", parent, os.Geteuid())
+		}
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
@@ -51,6 +58,34 @@ func newCgroup(parent string) (*cgroup, error) {
 		return nil, err
 	}
 	return &cgroup{dir: dir, fd: fd}, nil
+}
+
+// checkParent says why dir cannot hold fence's cgroups, if it cannot: it
+// must be a directory of a cgroup v2 hierarchy (not v1, not a plain
+// directory).
+func checkParent(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("%s is not an absolute path", dir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		what := "not a cgroup"
+		if st.Type == unix.CGROUP_SUPER_MAGIC {
+			what = "a cgroup v1 directory"
+		}
+		return fmt.Errorf("%s is %s, not a cgroup v2 directory (see /proc/self/mountinfo for the cgroup2 mount)", dir, what)
+	}
+	return nil
 }
 
 // ownCgroup is the directory of this process's cgroup v2 group.

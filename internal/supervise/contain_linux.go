@@ -30,6 +30,7 @@ type Containment struct {
 	CgroupParent string // "" for fence's own cgroup
 	Require      bool   // never start a command without a PID namespace
 	Missing      []string
+	CgroupErr    error // why no cgroup could be made (nil when Cgroup, or not tried)
 }
 
 // Real says whether the command cannot reach its supervisor: the
@@ -83,7 +84,11 @@ func Probe(o ProbeOptions) Containment {
 			err = rerr
 		}
 	}
+	if err != nil && cg != nil && errors.Is(err, syscall.EACCES) {
+		err = fmt.Errorf("%w: fence may not move a process into %s; run fence inside a cgroup below a common ancestor this user may write (cgroup.procs)", err, cg.dir)
+	}
 	if err != nil {
+		c.CgroupErr = err
 		where := "fence's own cgroup"
 		if o.CgroupParent != "" {
 			where = o.CgroupParent
@@ -104,7 +109,18 @@ func probe(exe string, ns bool, cg *cgroup) error {
 	if cg != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
 	}
-	out, err := cmd.CombinedOutput()
+	// The probe is started exactly as the shim will be: fence is not
+	// dumpable (cli.undumpable), and the parent can write the child's
+	// uid_map only while it is (see startDumpable). Without this, every
+	// unprivileged probe failed with EACCES and fence fell back to best
+	// effort on machines that allow user namespaces.
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := startDumpable(cmd, ns && os.Geteuid() != 0)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out := []byte(buf.String())
 	if err != nil {
 		if len(out) > 0 {
 			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
@@ -122,9 +138,11 @@ func nsHint(err error) string {
 }
 
 // nsAttr makes the process a new PID namespace's first process, in a new
-// cgroup namespace rooted at its cgroup (so that nothing in it can move
-// itself out), with a user namespace that maps only fence's own user and
-// group when fence is not root.
+// cgroup namespace rooted at its cgroup (its /proc/self/cgroup shows "/";
+// it stops a move out of the cgroup only where the cgroup2 mount has
+// nsdelegate: the escape suite's cgroup-move scenario moved itself here,
+// and the PID namespace held it), with a user namespace that maps only
+// fence's own user and group when fence is not root.
 func nsAttr(a *syscall.SysProcAttr) {
 	a.Cloneflags |= syscall.CLONE_NEWPID
 	a.Unshareflags |= syscall.CLONE_NEWCGROUP

@@ -407,13 +407,18 @@ func ParseStatus(ev string) (syscall.WaitStatus, error) {
 }
 
 // firstChild is pid's first child as this process sees it (the command,
-// when pid is a shim in a PID namespace), or 0.
+// when pid is a shim in a PID namespace), or 0 when it has none (any
+// more). Every thread's children are read: the shim is a Go program, and
+// the thread that forked the command need not be its main one.
 func firstChild(pid int) int {
 	for range 100 {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			n, _ := strconv.Atoi(f[0])
-			return n
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, tk := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, tk.Name()))
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				n, _ := strconv.Atoi(f[0])
+				return n
+			}
 		}
 		time.Sleep(time.Millisecond)
 	}
