@@ -469,7 +469,10 @@ cmd_ensure() {
 	done
 	log "ensure: no Primary node, or node(s) ${bad} would not rejoin: bootstrapping a fresh cluster"
 	for n in "${NODES[@]}"; do kill_leftovers "$n"; done
-	rm -rf "$DIR"
+	# The failed cluster's logs are kept for the post-mortem.
+	rm -rf "${DIR}.failed"
+	mv "$DIR" "${DIR}.failed"
+	log "the failed cluster's logs: ${DIR}.failed"
 	cmd_start
 }
 
