@@ -31,9 +31,9 @@
 #   FAULT_SETS        space-separated fault sets, one fenced run of DURATION
 #                     each (default: NEMESIS_FAULTS), e.g. "split isolate
 #                     bridge oneway flap-short flap-long all"
-#   CONTROL           a duration: then also run the control (the old
-#                     guard, --galera-old-guard) under the nemesis; it must
-#                     report violations
+#   CONTROL           a duration: then after each fenced run also run the
+#                     control (the old guard, --galera-old-guard) under the
+#                     same fault set; it must report violations
 #   NODE_KILL, LAG_SECONDS    as clusters/galera/torture.sh
 # Needs root (ip netns). Exit status: fence-torture's (0: violations 0).
 set -euo pipefail
@@ -84,39 +84,58 @@ t0=$SECONDS
 bash clusters/galera/galera.sh start
 log "cluster up in $((SECONDS - t0)) s"
 # One fenced run per fault set (FAULT_SETS, space-separated; each a
-# --nemesis-faults list), then the control if CONTROL is set.
+# --nemesis-faults list), each followed by the control under the same
+# faults if CONTROL is set. Before every run the cluster is made whole
+# again (galera.sh ensure: every node Synced and Primary, a node left
+# non-Primary or dead by the previous run restarted, or a fresh cluster):
+# a node that had not rejoined made the next run fail at setup.
 table=()
 i=0
+ensure() {
+	local t=$SECONDS
+	bash clusters/galera/galera.sh ensure || {
+		log "the cluster could not be made whole before $1"
+		return 1
+	}
+	log "cluster whole before $1 ($((SECONDS - t)) s)"
+}
+# summary FILE: the run's figures on one line.
+summary() {
+	local f=$1
+	printf '%s, %s; %s; %s; %s' "$(grep -E '^  ops:' "$f" | tr -s ' ')" "$(grep -E '^violations: ' "$f" | tail -n 1)" 		"$(grep -E '^  stale commits' "$f" | sed 's/^ *//')" "$(grep -E '^  faults injected' "$f" | sed 's/^ *//')" 		"$(grep -E '^cluster faults' "$f")"
+}
 for set in ${FAULT_SETS:-$FAULTS}; do
 	i=$((i + 1))
 	mkdir -p "$dir/out/$i"
 	r=0
+	ensure "fenced run ${i}" || { rc=1; table+=("fenced  ${set}: cluster not whole, not run"); continue; }
 	log "fenced run ${i}: nemesis ${set}, ${DURATION}"
 	FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$DURATION" \
 		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 \
 		--nemesis-failover-timeout "$FO" --out "$dir/out/$i" "$@" >"$dir/run$i.txt" 2>"$dir/run$i.err" || r=$?
 	cat "$dir/run$i.txt"
 	v=$(grep -E '^violations: ' "$dir/run$i.txt" | tail -n 1)
-	table+=("fenced  ${set}: exit ${r}, $(grep -E '^  ops:' "$dir/run$i.txt" | tr -s ' '), ${v}; $(grep -E '^  faults injected' "$dir/run$i.txt" | sed 's/^ *//'); $(grep -E '^cluster faults' "$dir/run$i.txt")")
+	table+=("fenced  ${set}: exit ${r}, $(summary "$dir/run$i.txt")")
 	[[ $r -eq 0 && "$v" == "violations: 0" ]] || rc=1
-done
-if [[ -n "${CONTROL:-}" ]]; then
+	[[ -n "${CONTROL:-}" ]] || continue
 	# The control: the old single-statement guard under the same nemesis
-	# (node 3 left alone, as in CI's Galera control): it must be caught.
-	mkdir -p "$dir/out/control"
+	# (node 3 not killed, as in CI's Galera control): it must be caught.
+	mkdir -p "$dir/out/control$i"
 	r=0
-	log "control: --galera-old-guard, nemesis ${FAULTS}, ${CONTROL}"
+	ensure "control ${i}" || { rc=1; table+=("control ${set}: cluster not whole, not run"); continue; }
+	log "control ${i}: --galera-old-guard, nemesis ${set}, ${CONTROL}"
 	NODE_KILL=0 FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$CONTROL" --galera-old-guard \
-		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$FAULTS" --nemesis-keep 1 \
-		--nemesis-failover-timeout "$FO" --out "$dir/out/control" --check-timeout 3s "$@" >"$dir/control.txt" 2>"$dir/control.err" || r=$?
-	grep -E '^  (ops:|faults injected|stale commits|violations by check)|^violations|^cluster faults' "$dir/control.txt"
-	v=$(grep -E '^violations: ' "$dir/control.txt" | tail -n 1)
-	table+=("control ${FAULTS}: exit ${r}, $(grep -E '^  ops:' "$dir/control.txt" | tr -s ' '), ${v}; $(grep -E '^  stale commits' "$dir/control.txt" | sed 's/^ *//')")
+		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 \
+		--nemesis-failover-timeout "$FO" --out "$dir/out/control$i" --check-timeout 3s "$@" >"$dir/control$i.txt" 2>"$dir/control$i.err" || r=$?
+	grep -E '^  (ops:|faults injected|stale commits|violations by check)|^violations|^cluster faults' "$dir/control$i.txt" || true
+	v=$(grep -E '^violations: ' "$dir/control$i.txt" | tail -n 1)
+	table+=("control ${set}: exit ${r}, $(summary "$dir/control$i.txt")")
 	if [[ $r -ne 1 || ! "$v" =~ ^violations:\ [1-9] ]]; then
-		log "the control was NOT caught (exit ${r}, '${v}'): the torture cannot fail under these partitions"
+		log "the control was NOT caught under ${set} (exit ${r}, '${v}'): the torture cannot fail under these partitions"
+		tail -n 5 "$dir/control$i.err" >&2 || true
 		rc=1
 	fi
-fi
+done
 log "cuts left in place: $(nem drops | wc -l)"
 printf 'partitions: %s\n' "${table[@]}"
 exit "$rc"

@@ -12,6 +12,13 @@
 #   galera.sh dsns           the three DSNs, comma-separated (FENCE_TEST_GALERA)
 #   galera.sh kill N         SIGKILL node N (a crash)
 #   galera.sh rejoin N       start node N again and wait until it is Synced
+#   galera.sh ensure         make the running cluster whole again after faults:
+#                            every node Synced, ready, in a primary component
+#                            of 3; a node that is not (non-Primary after a
+#                            cut, dead after a kill, stuck in a join) is
+#                            restarted, up to 3 rounds; failing that, the
+#                            cluster is bootstrapped afresh (clusters/partitions.sh
+#                            between runs)
 #   galera.sh sql N SQL...   run SQL on node N as root
 #   galera.sh clean          stop, then remove the data directory
 #
@@ -198,7 +205,7 @@ start_node() {
 	shift
 	d=$(node_dir "$n")
 	node_alive "$n" && return 0
-	rm -f "$(node_pidfile "$n")"
+	kill_leftovers "$n"
 	# Output to the node's own log, never to our stdout: a caller reading
 	# our output through a pipe must not wait for the server to close it.
 	if [[ -n "$NETNS" ]]; then
@@ -381,6 +388,94 @@ cmd_rejoin() {
 	wait_synced "$1"
 }
 
+# node_whole N: node N is up, Synced, ready, Primary and sees 3 members.
+node_whole() {
+	local n=$1
+	node_alive "$n" || return 1
+	[[ "$(status_var "$n" wsrep_cluster_size)" == 3 &&
+		"$(status_var "$n" wsrep_local_state)" == 4 &&
+		"$(status_var "$n" wsrep_cluster_status)" == Primary &&
+		"$(status_var "$n" wsrep_ready)" == ON ]]
+}
+
+# wait_whole SECS: every node whole within SECS; prints the nodes that are not.
+wait_whole() {
+	local deadline=$((SECONDS + $1)) n bad
+	while :; do
+		bad=""
+		for n in "${NODES[@]}"; do node_whole "$n" || bad+="${bad:+ }${n}"; done
+		[[ -z "$bad" ]] && return 0
+		if ((SECONDS >= deadline)); then
+			echo "$bad"
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# kill_leftovers N: SIGKILL every process of node N (its server, and the
+# rsync daemon of an SST that a killed server leaves behind: that daemon
+# keeps the SST port, and the next join fails with "Device or resource
+# busy", seen after a SIGKILL in a partition run). They are found by the
+# node's own directory in their command lines.
+kill_leftovers() {
+	local n=$1 d
+	d=$(node_dir "$n")
+	pkill -KILL -f -- "${d}/" 2>/dev/null || true
+	while pgrep -f -- "${d}/" >/dev/null; do sleep 0.1; done
+	rm -f "$(node_pidfile "$n")"
+}
+
+# restart_node N: kill node N (a node stuck non-Primary or in a join may
+# not shut down in time) and start it again; it rejoins by IST or SST
+# from whichever node is Primary.
+restart_node() {
+	kill_leftovers "$1"
+	start_node "$1"
+}
+
+# cmd_ensure: a cut can leave a node non-Primary after the heal (the evs
+# layer gave up on its peers), a killed node may still be rejoining, and a
+# join started while its donor was cut off may have failed: the next run's
+# setup then waits on that node (seen: "Lock wait timeout" on the harness's
+# handle to node 3, issue 31). Wait for all three; restart the ones that are
+# not whole, three rounds; then bootstrap a fresh cluster.
+cmd_ensure() {
+	local bad round n primary="" restart
+	bad=$(wait_whole 30) && {
+		log "cluster whole: 3 nodes Synced, Primary"
+		return 0
+	}
+	for round in 1 2 3; do
+		# Without a Primary node there is nothing to rejoin: bootstrap afresh.
+		primary=""
+		for n in "${NODES[@]}"; do
+			[[ "$(status_var "$n" wsrep_cluster_status)" == Primary ]] && primary=$n && break
+		done
+		[[ -n "$primary" ]] || break
+		# Only the nodes that are down or outside the Primary component: a
+		# node in it that is still joining or donating is left to finish.
+		restart=""
+		for n in $bad; do
+			node_alive "$n" && [[ "$(status_var "$n" wsrep_cluster_status)" == Primary ]] && continue
+			restart+="${restart:+ }${n}"
+		done
+		log "ensure round ${round}: node(s) ${bad} not whole (Primary: node ${primary}); restarting: ${restart:-none}"
+		for n in $restart; do restart_node "$n"; done
+		bad=$(wait_whole 90) && {
+			log "cluster whole after ${round} round(s)"
+			return 0
+		}
+	done
+	log "ensure: no Primary node, or node(s) ${bad} would not rejoin: bootstrapping a fresh cluster"
+	for n in "${NODES[@]}"; do kill_leftovers "$n"; done
+	# The failed cluster's logs are kept for the post-mortem.
+	rm -rf "${DIR}.failed"
+	mv "$DIR" "${DIR}.failed"
+	log "the failed cluster's logs: ${DIR}.failed"
+	cmd_start
+}
+
 check_node() { [[ "${1:-}" =~ ^[123]$ ]] || die "node must be 1, 2 or 3, got '${1:-}'"; }
 
 case "${1:-}" in
@@ -391,6 +486,7 @@ dsn) check_node "${2:-}" && cmd_dsn "$2" ;;
 dsns) cmd_dsns ;;
 kill) check_node "${2:-}" && cmd_kill "$2" ;;
 rejoin) check_node "${2:-}" && cmd_rejoin "$2" ;;
+ensure) cmd_ensure ;;
 sql)
 	check_node "${2:-}"
 	n=$2
@@ -401,5 +497,5 @@ clean)
 	cmd_stop
 	rm -rf "$DIR"
 	;;
-*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|sql N SQL|clean" ;;
+*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|ensure|sql N SQL|clean" ;;
 esac
