@@ -491,3 +491,26 @@ func TestGaleraRetryAutocommitRefused(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestGaleraOpenSetsRetryAutocommit: on a node whose server default is
+// MariaDB's (wsrep_retry_autocommit=1), a store opened from a DSN without
+// the parameter opens, and its sessions have 0 (Open sets it); the
+// caller's own pool on the same node is refused (TestGaleraRetryAutocommitRefused).
+func TestGaleraOpenSetsRetryAutocommit(t *testing.T) {
+	c := galeraCluster(t)
+	ctx := ctxG(t)
+	mustExec(t, c.dbs[0], "SET GLOBAL wsrep_retry_autocommit = 1")
+	t.Cleanup(func() { c.dbs[0].ExecContext(context.Background(), "SET GLOBAL wsrep_retry_autocommit = 0") })
+	s, err := fencedsn.Open(ctx, c.dsns[0], fence.WithPrefix(testdb.Prefix()))
+	if err != nil {
+		t.Fatalf("Open without wsrep_retry_autocommit in the DSN, server default 1: %v", err)
+	}
+	defer s.Close()
+	s.DB().SetMaxIdleConns(0)
+	for i := range 3 {
+		var v int64
+		if err := s.DB().QueryRowContext(ctx, "SELECT @@session.wsrep_retry_autocommit").Scan(&v); err != nil || v != 0 {
+			t.Fatalf("connection %d of the store's handle: wsrep_retry_autocommit=%d, %v; want 0", i+1, v, err)
+		}
+	}
+}

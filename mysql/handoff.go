@@ -15,7 +15,8 @@ import (
 // MySQL and MariaDB have no LISTEN/NOTIFY. The other way to be told, a
 // waiter blocked in GET_LOCK on a named lock the holder keeps, would need the
 // holder to keep a connection per held lease for the lease's whole life,
-// and every holder to be this version: not done (docs/benchmarks/2026-12-04b/mariadb.md).
+// and every holder to be this version: not done (measured in
+// docs/benchmarks/2026-12-04b/mariadb.md, in git at 0c87e8d; docs/BENCHMARKS.md, History).
 const (
 	watchMin  = 10 * time.Millisecond
 	watchMax  = 50 * time.Millisecond

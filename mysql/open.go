@@ -43,6 +43,13 @@ import (
 //     session time zone, except that the execution-time clock (execNowMs) is
 //     off by the DST jump if a DST change falls inside a statement; UTC has
 //     none.
+//   - wsrep_retry_autocommit=0 on a server that has the variable (MariaDB
+//     built with Galera's wsrep, whether or not it runs a cluster): a Galera
+//     node re-runs an autocommit statement that failed certification, and
+//     fence's acquire and revoke would then answer with an outcome that was
+//     not the one committed. MariaDB's default is 1. The first connection
+//     asks the server whether it has the variable (MySQL does not, and
+//     refuses to set it); every connection then sets it (connector.go).
 //
 // A DSN that sets one of these to another value is refused. The transaction
 // isolation is the server's (REPEATABLE READ by default); fence's statements
@@ -71,7 +78,7 @@ func NewConnector(dsn string) (sqldriver.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := gomysql.NewConnector(cfg)
+	c, err := newConnector(cfg)
 	if err != nil {
 		return nil, redact(err, cfg.Passwd)
 	}
@@ -174,7 +181,9 @@ var params = map[string]param{
 	"tx_isolation":             oneOf(isoWhy, isoValues...),
 	"innodb_lock_wait_timeout": isSeconds,
 	// MariaDB Galera: the server must not re-run a statement that failed
-	// certification (CheckSession refuses a Galera session otherwise).
+	// certification (CheckSession refuses a Galera session otherwise). Open
+	// sets it where the server has it; a DSN may still say it, for a
+	// connector of its own.
 	"wsrep_retry_autocommit": oneOf("fence requires wsrep_retry_autocommit=0 on Galera: a re-run acquire or revoke "+
 		"reports an outcome other than the one committed", "0"),
 	// MariaDB Galera: which statements first wait until the node has applied
@@ -368,7 +377,9 @@ func (d *Driver) CheckSession(ctx context.Context) error {
 			return &driver.SettingError{Msg: fmt.Sprintf("mysql: this Galera node re-runs an autocommit statement that failed certification "+
 				"(wsrep_retry_autocommit=%d): fence's acquire and revoke would then report an outcome other than the one committed "+
 				"(measured: an acquisition reported with a fence that never committed); "+
-				"add wsrep_retry_autocommit=0 to the DSN or set it in the server configuration", retries)}
+				"open the handle with mysql.Open or fencedsn.Open (they set it on every connection), "+
+				"or add wsrep_retry_autocommit=0 to go-sql-driver's DSN (it then sends SET wsrep_retry_autocommit=0 on every new connection), "+
+				"or set wsrep_retry_autocommit=0 in the server configuration", retries)}
 		}
 	}
 	if readOnly != 0 {

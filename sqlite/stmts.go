@@ -10,7 +10,8 @@ import (
 
 // stmtCache holds the driver's prepared statements. modernc prepares every
 // ad-hoc statement anew, and for a lease operation the parse is most of its
-// CPU (measured: is-held 29µs ad hoc, 9µs prepared; docs/BENCHMARKS.md).
+// CPU (measured: is-held 29µs ad hoc, 9µs prepared; the 2026-12-02 round of
+// docs/BENCHMARKS.md, in git at 0c87e8d).
 // database/sql prepares a *sql.Stmt again on each connection it runs on, and
 // SQLite re-prepares it by itself after a schema change.
 //
@@ -129,7 +130,8 @@ const maxFenced = 128
 // PreparedExecer returns the Execer Store.Exec runs its statements on: the
 // driver's handle, each statement text prepared once and kept (modernc
 // parses every unprepared statement anew, measured at about a quarter of a
-// fenced write's CPU; docs/benchmarks/2026-12-04b/sqlite.md). Each runs in
+// fenced write's CPU; docs/benchmarks/2026-12-04b/sqlite.md in git at
+// 0c87e8d). Each runs in
 // autocommit.
 func (d *Driver) PreparedExecer() driver.Execer { return preparedExec{d} }
 

@@ -1,1 +1,0 @@
-UPDATE zz_items SET n = n + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM zz_leases AS fence_l WHERE fence_l.lease_name = 'held' AND fence_l.owner_token = 'o' AND fence_l.fence_token = 1 AND fence_l.leased_until_ms > (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint FOR SHARE OF fence_l);

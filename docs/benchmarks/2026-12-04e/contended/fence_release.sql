@@ -1,2 +1,0 @@
--- fence's release (mysql/queries/lease_release.sql without the fence condition, which raw.go cannot bind). Parameters: name, owner.
-UPDATE zz_leases SET state = 'released', leased_until_ms = 0, updated_at_ms = ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) + TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))) DIV 1000) WHERE lease_name = ? AND owner_token = ? AND leased_until_ms > ((TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) + TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))) DIV 1000)
