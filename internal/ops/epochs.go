@@ -18,7 +18,9 @@ import (
 // task and a bar per epoch: who held it, from when to when, what it
 // committed, and its stale effects.
 //
-// What the database keeps, and so what can be shown:
+// What the database keeps, and so what can be shown (an epoch shows while
+// it is the task's current one, and once superseded by the rows it wrote:
+// an epoch superseded before it wrote anything leaves no trace):
 //   - an epoch's start: its fence read as database-clock microseconds
 //     (fences are max(previous + 1, the database clock in µs), ADR 0004), or
 //     its lease's acquisition time while it is the lease's; else its first
