@@ -92,10 +92,13 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		// namespace declaration, and the page names no other origin.
 		d.Timeline = template.HTML(strings.Replace(svg, ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
 	}
+	// Task epochs show on a task lease's view, and on the overview once
+	// there are any: a store without tasks gets no empty section.
 	var eerr error
-	if d.ShowEpochs = lease == "" || strings.HasPrefix(lease, "task:"); d.ShowEpochs {
+	if taskView := strings.HasPrefix(lease, "task:"); lease == "" || taskView {
 		d.Epochs, eerr = h.epochs(ctx, lease)
-		if eerr == nil {
+		if eerr == nil && (taskView || len(d.Epochs.Epochs) > 0) {
+			d.ShowEpochs = true
 			d.EpochsTimeline = template.HTML(strings.Replace(drawEpochs(d.Epochs, lease), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
 		}
 	}
