@@ -6,7 +6,10 @@
 // Transport/Client for every request made inside a fence.Run job). The
 // header holds the fence, a digest of the owner and an HMAC-SHA256 over
 // lease, fence and owner under a key the two sides share; the owner token
-// itself is never sent. The receiving side decides which lease guards a
+// itself is never sent. A party that relays a fence it verified rather
+// than holds (an MCP server passing the caller's epoch downstream) signs
+// the Claim instead, under the downstream service's key (SignClaim,
+// OwnerID). The receiving side decides which lease guards a
 // request (server configuration or the route, never a client header),
 // verifies the signature for that lease and then checks the fence in one
 // of two ways:

@@ -148,7 +148,7 @@ func TestTransportUsesJobToken(t *testing.T) {
 		}
 		return err
 	})
-	if err != nil || res.Outcome != fence.Completed || verr != nil || got != (Claim{Lease: "publisher", Fence: held.Fence, Owner: ownerID(held.Owner)}) {
+	if err != nil || res.Outcome != fence.Completed || verr != nil || got != (Claim{Lease: "publisher", Fence: held.Fence, Owner: OwnerID(held.Owner)}) {
 		t.Fatalf("%+v %v: claim %+v %v", res, err, got, verr)
 	}
 }

@@ -80,3 +80,53 @@ func TestGuardCheckLeasesRefusesFenceAboveTheLease(t *testing.T) {
 		})
 	}
 }
+
+// SignClaim is Sign without the owner token: a verified claim re-signed
+// under another key verifies there as the same claim, and Sign is SignClaim
+// of the token's owner id. A claim that could not have come from a holder
+// is not signed.
+func TestSignClaimRelaysAVerifiedClaim(t *testing.T) {
+	tok := fence.Token{Lease: "publisher", Fence: 7, Owner: "9f2c4e0b6a1d8e3f5c7b9a0d2e4f6a8c"}
+	h, err := Sign(testKey, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Claim{Lease: tok.Lease, Fence: tok.Fence, Owner: OwnerID(tok.Owner)}
+	if hc, err := SignClaim(testKey, c); err != nil || hc != h {
+		t.Fatalf("SignClaim = %q, %v; Sign = %q", hc, err, h)
+	}
+	other := []byte("another service's key, 32 bytes!")
+	relayed, err := SignClaim(other, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relayed == h {
+		t.Fatal("the claim signed under another key is the same header")
+	}
+	v, err := NewVerifier(other, func(*http.Request) string { return "publisher" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("POST", "/", nil)
+	r.Header.Set(HeaderFence, relayed)
+	if got, err := v.Verify(r); err != nil || got != c {
+		t.Fatalf("Verify of the relayed claim = %+v, %v; want %+v", got, err, c)
+	}
+	r.Header.Set(HeaderFence, h) // signed under testKey: forged for this service
+	if _, err := v.Verify(r); err == nil {
+		t.Fatal("a header signed under the first key verified under the second")
+	}
+	for _, bad := range []Claim{
+		{Lease: "publisher", Fence: 0, Owner: c.Owner},
+		{Lease: "publisher", Fence: 7, Owner: tok.Owner[:31]},
+		{Lease: "publisher", Fence: 7, Owner: "9F2C4E0B6A1D8E3F5C7B9A0D2E4F6A8C"},
+		{Lease: "", Fence: 7, Owner: c.Owner},
+	} {
+		if _, err := SignClaim(other, bad); !errors.Is(err, fence.ErrInvalid) {
+			t.Errorf("SignClaim(%+v) = %v, want fence.ErrInvalid", bad, err)
+		}
+	}
+	if _, err := SignClaim(other[:31], c); !errors.Is(err, fence.ErrInvalid) {
+		t.Errorf("SignClaim with a 31-byte key = %v, want fence.ErrInvalid", err)
+	}
+}

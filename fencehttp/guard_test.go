@@ -180,7 +180,7 @@ func TestGuardStalledStaleRequestCannotOverwrite(t *testing.T) {
 		in7, release7 := make(chan struct{}), make(chan struct{})
 		begin8 := make(chan struct{})
 		e := newGuardEnv(t, b, func(c Claim) {
-			if c.Lease == "race" && c.Fence == 7 && c.Owner == ownerID(ownerA) {
+			if c.Lease == "race" && c.Fence == 7 && c.Owner == OwnerID(ownerA) {
 				close(in7)
 				<-release7
 			}

@@ -244,8 +244,8 @@ func TestLedgerDo(t *testing.T) {
 			_, err := tx.ExecContext(ctx, "UPDATE "+e.counter+" SET n = n + 1 WHERE id = 1")
 			return []byte("done " + strconv.Itoa(runs)), err
 		}
-		c7 := Claim{Lease: "agent", Fence: 7, Owner: ownerID(ownerA)}
-		c8 := Claim{Lease: "agent", Fence: 8, Owner: ownerID(ownerB)}
+		c7 := Claim{Lease: "agent", Fence: 7, Owner: OwnerID(ownerA)}
+		c8 := Claim{Lease: "agent", Fence: 8, Owner: OwnerID(ownerB)}
 		got, err := l.Do(ctx, c7, "call-1", []byte(`{"x":1}`), fn)
 		if err != nil || got.Replayed || string(got.Result) != "done 1" || got.Fence != 7 {
 			t.Fatalf("first: %+v %v", got, err)

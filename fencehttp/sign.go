@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/fencekit/fence"
 )
@@ -40,9 +41,27 @@ func Sign(key []byte, t fence.Token) (string, error) {
 	if t.Fence <= 0 || t.Owner == "" {
 		return "", fmt.Errorf("%w: fencehttp: cannot sign token %q: it needs a positive fence and an owner (use the Token of an acquired lease)", fence.ErrInvalid, t.String())
 	}
-	id := ownerID(t.Owner)
-	f := strconv.FormatInt(t.Fence, 10)
-	return f + "." + id + "." + hex.EncodeToString(mac(key, t.Lease, f, id)), nil
+	return SignClaim(key, Claim{Lease: t.Lease, Fence: t.Fence, Owner: OwnerID(t.Owner)})
+}
+
+// SignClaim returns the HeaderFence value for a claim: a lease, a fence and
+// an owner id (OwnerID), without the owner token. It is for a party that
+// relays a fence it has verified rather than holds the lease, such as an
+// MCP server or a gateway passing a caller's epoch to a downstream service
+// under that service's key (the Claim a Verifier returned, re-signed).
+// Sign(key, t) is SignClaim(key, Claim{t.Lease, t.Fence, OwnerID(t.Owner)}).
+func SignClaim(key []byte, c Claim) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	if err := fence.ValidateName(c.Lease); err != nil {
+		return "", fmt.Errorf("fencehttp: cannot sign: %w", err)
+	}
+	if c.Fence <= 0 || len(c.Owner) != 32 || strings.ContainsFunc(c.Owner, notHex) {
+		return "", fmt.Errorf("%w: fencehttp: cannot sign claim of lease %q fence %d owner id %q: it needs a positive fence and a 32-hex-digit owner id (OwnerID of the owner token)", fence.ErrInvalid, c.Lease, c.Fence, c.Owner)
+	}
+	f := strconv.FormatInt(c.Fence, 10)
+	return f + "." + c.Owner + "." + hex.EncodeToString(mac(key, c.Lease, f, c.Owner)), nil
 }
 
 func checkKey(key []byte) error {
@@ -52,11 +71,12 @@ func checkKey(key []byte) error {
 	return nil
 }
 
-// ownerID stands for the owner token on the wire. The owner token itself
-// can release and renew the lease, so it never leaves the holder; a digest
-// still lets the receiver tell two owners of one fence apart (a fence
-// repeated after a database restore).
-func ownerID(owner string) string {
+// OwnerID is the owner id that stands for an owner token on the wire: the
+// first 16 bytes of SHA-256("fencehttp/owner\n" + owner) in lower-case hex.
+// The owner token itself can release and renew the lease, so it never
+// leaves the holder; a digest still lets the receiver tell two owners of
+// one fence apart (a fence repeated after a database restore).
+func OwnerID(owner string) string {
 	sum := sha256.Sum256([]byte("fencehttp/owner\n" + owner))
 	return hex.EncodeToString(sum[:16])
 }

@@ -134,8 +134,7 @@ func validateText(what, s string) error {
 // owner; the owner token itself can renew and release the lease, so it
 // never leaves the holder.
 func OwnerID(owner string) string {
-	sum := sha256.Sum256([]byte("fencehttp/owner\n" + owner))
-	return hex.EncodeToString(sum[:16])
+	return fencehttp.OwnerID(owner)
 }
 
 // entryMAC is HMAC-SHA256 over the fields, newline-separated: no field can

@@ -1,14 +1,9 @@
 package fencemcp
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strconv"
 
-	"github.com/fencekit/fence"
 	"github.com/fencekit/fence/fencehttp"
 )
 
@@ -50,17 +45,11 @@ func (f *Forward) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // HeaderFor returns the Fence-Token value (fencehttp's FENCE.OWNER.MAC) of a
 // claim under key. The server has the owner id, not the owner token, so it
-// cannot call fencehttp.Sign; the MAC input is fencehttp's v1 format, and a
-// test checks that fencehttp's Verifier accepts it.
+// signs with fencehttp.SignClaim, not fencehttp.Sign.
 func HeaderFor(key []byte, c Claim) (string, error) {
-	if len(key) < fencehttp.MinKeyLen {
-		return "", fmt.Errorf("%w: fencemcp: forward key is %d bytes, want at least %d", fence.ErrInvalid, len(key), fencehttp.MinKeyLen)
+	h, err := fencehttp.SignClaim(key, fencehttp.Claim{Lease: c.Lease, Fence: c.Fence, Owner: c.Owner})
+	if err != nil {
+		return "", fmt.Errorf("fencemcp: cannot forward the claim of step %q: %w", c.Step, err)
 	}
-	if c.Fence <= 0 || len(c.Owner) != 32 {
-		return "", fmt.Errorf("%w: fencemcp: cannot forward claim of lease %q fence %d", fence.ErrInvalid, c.Lease, c.Fence)
-	}
-	f := strconv.FormatInt(c.Fence, 10)
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("fencehttp/v1\n" + c.Lease + "\n" + f + "\n" + c.Owner))
-	return f + "." + c.Owner + "." + hex.EncodeToString(m.Sum(nil)), nil
+	return h, nil
 }

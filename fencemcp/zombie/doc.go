@@ -3,7 +3,10 @@
 // the faults that make agents into zombies — a stopped agent resumed after
 // a takeover, a lost response and a retry, a resumed copy of the task on
 // another worker, a replan in the middle of a tool call, a server that
-// ignores cancels — over both SDKs and both transports. Every tool
+// ignores cancels — over both SDKs and both transports, on SQLite,
+// PostgreSQL and MySQL/MariaDB (FENCE_TEST_POSTGRES, FENCE_TEST_MYSQL; the
+// agent's ledger writes through Store.Exec, the tool's through
+// LeaseChecker.InTx, so both fenced writes run on each database). Every tool
 // execution and every epoch change is recorded as an operation and the
 // history is checked with porcupine against a model of a fenced ledger: an
 // effect commits only at the current epoch, and at most once per step.

@@ -201,7 +201,7 @@ func budget() int {
 // control, and checks each interleaving's history.
 func TestZombie(t *testing.T) {
 	n := budget()
-	teststore.EachOf(t, []teststore.Backend{teststore.SQLite, teststore.Postgres}, func(t *testing.T, b teststore.Backend) {
+	teststore.EachOf(t, []teststore.Backend{teststore.SQLite, teststore.Postgres, teststore.MySQL}, func(t *testing.T, b teststore.Backend) {
 		for _, combo := range harness.Combos {
 			t.Run(combo[0]+"/"+combo[1], func(t *testing.T) {
 				for _, fenced := range []bool{true, false} {

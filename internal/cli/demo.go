@@ -28,14 +28,16 @@ seconds:
 
 It prints the timeline as it happens and the final tables. --dsn and
 --prefix are ignored: the database is a file in a temporary directory,
-removed afterwards.`
+removed afterwards.
+
+'fence demo agent' tells the same story for an AI agent's MCP tool calls.`
 
 // demoTTL is A's lease TTL in the demo: long enough to be a real lease,
 // short enough that the demo takes a couple of seconds.
 const demoTTL = time.Second
 
 func (a *app) demoCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     "demo",
 		Short:   "Replay the stale-worker story on a temporary SQLite database",
 		Long:    demoLong,
@@ -56,6 +58,8 @@ func (a *app) demoCmd() *cobra.Command {
 			return a.demo(ctx, a.stdout, filepath.Join(dir, "demo.db"))
 		},
 	}
+	cmd.AddCommand(a.demoAgentCmd())
+	return cmd
 }
 
 // demo plays the story; any deviation from it is an error, so the demo is

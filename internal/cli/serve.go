@@ -35,7 +35,9 @@ lost runs by reason, as fence_db_* series; at most --metrics-max-leases
 leases, fence_db_leases_omitted counts the rest; a failed read shows as
 fence_db_scrape_error 1), /api/leases and /api/runs (JSON, paged: ?limit=
 up to 500, ?after=NAME, ?before=RUN_ID; an ETag makes an unchanged refresh
-a 304 without a body), /api/timeline (SVG).
+a 304 without a body), /api/timeline (SVG), /api/epochs (JSON) and
+/api/epochs/timeline (SVG): the epochs of package task's tasks, which the
+page draws like runs once there are tasks.
 Owner tokens are shown by their first 8 characters only: the full token and
 the fence would let anyone act as the holder.
 

@@ -18,6 +18,7 @@ import (
 	"github.com/fencekit/fence/internal/ops"
 	"github.com/fencekit/fence/internal/testdb"
 	"github.com/fencekit/fence/internal/teststore"
+	"github.com/fencekit/fence/task"
 )
 
 // chromium is Debian's chromium package (apt-get install chromium).
@@ -345,4 +346,57 @@ func checkSeen(t *testing.T, ctx context.Context, how string) {
 			t.Errorf("%s: no table %q", how, id)
 		}
 	}
+}
+
+// TestBrowserShowsEpochTakeover: an open page follows a task's epochs
+// without a reload: epoch A runs, a replan supersedes it, and the page's
+// epochs table and timeline show epoch B running and A superseded.
+// SQLite only: the page is the same over each database, and
+// TestPageShowsTaskEpochs reads the epochs on all three.
+func TestBrowserShowsEpochTakeover(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		s := teststore.SQLite.Open(t)
+		ctx := context.Background()
+		ts, err := task.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const id = "refund-7"
+		if err := ts.Create(ctx, id, task.Plan{Model: "scripted"}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := ts.Start(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A superseded epoch shows by what it wrote (an epoch that wrote
+		// nothing leaves no row once superseded).
+		if _, err := ts.RecordStep(ctx, a, "look-up", "found"); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(ops.Handler(s))
+		defer srv.Close()
+		bctx, console := browser(t)
+		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+			t.Fatal(err)
+		}
+		state := func(epoch int64) string {
+			return fmt.Sprintf(`(function () { var td = document.querySelector('#epochs tr[data-epoch="%d"] td.status'); return td ? td.textContent : ""; })()`, epoch)
+		}
+		waitFor(t, bctx, "epoch A running", state(a.Number()), "running")
+		eval[bool](t, bctx, `window.fenceTestMark = true`)
+		bEp, err := ts.Replan(ctx, id, task.Plan{Model: "replanned"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, bctx, "epoch B running", state(bEp.Number()), "running")
+		waitFor(t, bctx, "epoch A superseded", state(a.Number()), "superseded")
+		waitFor(t, bctx, "epoch B's bar on the timeline",
+			fmt.Sprintf(`(function () { var r = document.querySelector('#epochline rect.bar.epoch[data-fence="%d"]'); return r ? r.getAttribute("data-status") : ""; })()`, bEp.Number()),
+			"running")
+		if !eval[bool](t, bctx, `window.fenceTestMark === true`) {
+			t.Error("the page was reloaded; it should update in place")
+		}
+		console.check(t)
+	})
 }

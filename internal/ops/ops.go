@@ -16,6 +16,11 @@
 //	GET /api/runs     {"db_now", "runs": [...], "stale": [...], "next"}:
 //	                  50 runs newest first (?before=ID, ?limit=, ?lease=)
 //	GET /api/timeline the timeline of those runs, as an SVG image
+//	GET /api/epochs   {"db_now", "epochs": [...]}: the epochs of the 8 tasks
+//	                  (package task) updated last, or of ?lease=task:ID:
+//	                  holder, from, to, state, effects committed, stale
+//	                  effects (epochs.go says what the database can tell)
+//	GET /api/epochs/timeline  those epochs drawn like the runs, as SVG
 //	GET /healthz      200 "ok" when the database answers, else 503
 //	                  "database unavailable"
 //	GET /metrics      the handler given to WithMetrics (404 without one)
@@ -108,6 +113,8 @@ func Handler(store *fence.Store, opts ...Option) http.Handler {
 	h.mux.HandleFunc("GET /api/leases", h.apiLeases)
 	h.mux.HandleFunc("GET /api/runs", h.apiRuns)
 	h.mux.HandleFunc("GET /api/timeline", h.apiTimeline)
+	h.mux.HandleFunc("GET /api/epochs", h.apiEpochs)
+	h.mux.HandleFunc("GET /api/epochs/timeline", h.apiEpochsTimeline)
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	if h.metrics != nil {
 		h.mux.Handle("/metrics", h.metrics)
@@ -240,6 +247,10 @@ func (h *handler) apiTimeline(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, unavailable, http.StatusServiceUnavailable)
 		return
 	}
+	writeSVG(w, svg)
+}
+
+func writeSVG(w http.ResponseWriter, svg string) {
 	hd := w.Header()
 	hd.Set("Content-Type", "image/svg+xml; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")

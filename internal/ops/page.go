@@ -57,8 +57,12 @@ type pageData struct {
 	Leases   leasesView
 	Runs     runsView
 	Timeline template.HTML
+	// The task epochs (epochs.go): on the overview and a task lease's view.
+	ShowEpochs     bool
+	Epochs         epochsView
+	EpochsTimeline template.HTML
 	// The endpoints the script refreshes from, for what this page shows.
-	LeasesURL, RunsURL, TimelineURL string
+	LeasesURL, RunsURL, TimelineURL, EpochsURL string
 	// Paging links, "" when there is nowhere to go.
 	NextLeases, FirstLeases, OlderRuns, NewestRuns string
 	Err                                            string
@@ -88,8 +92,18 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 		// namespace declaration, and the page names no other origin.
 		d.Timeline = template.HTML(strings.Replace(svg, ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
 	}
+	// Task epochs show on a task lease's view, and on the overview once
+	// there are any: a store without tasks gets no empty section.
+	var eerr error
+	if taskView := strings.HasPrefix(lease, "task:"); lease == "" || taskView {
+		d.Epochs, eerr = h.epochs(ctx, lease)
+		if eerr == nil && (taskView || len(d.Epochs.Epochs) > 0) {
+			d.ShowEpochs = true
+			d.EpochsTimeline = template.HTML(strings.Replace(drawEpochs(d.Epochs, lease), ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
+		}
+	}
 	status := http.StatusOK
-	if err := errors.Join(lerr, rerr, terr); err != nil {
+	if err := errors.Join(lerr, rerr, terr, eerr); err != nil {
 		h.failed(r, "page", err)
 		d.Err = "The database did not answer (" + unavailable + "); the server's log has the detail."
 		status = http.StatusServiceUnavailable
@@ -112,6 +126,13 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	}
 	rv.Set("limit", strconv.Itoa(h.runLimit))
 	d.LeasesURL, d.RunsURL, d.TimelineURL = "api/leases"+link(lv), "api/runs"+link(rv), "api/timeline"+link(rv)
+	if d.ShowEpochs {
+		ev := url.Values{}
+		if lease != "" {
+			ev.Set("lease", lease)
+		}
+		d.EpochsURL = "api/epochs" + link(ev)
+	}
 
 	here := func(edit func(url.Values)) string {
 		v := url.Values{}

@@ -87,9 +87,54 @@ type tlRow struct {
 // their revoke mark (missing ones have none); at most maxRows leases are
 // drawn, those with the latest starts, and the rest are counted in a note.
 func timeline(runs []fence.RunInfo, now time.Time, leases map[string]fence.LeaseInfo, maxRows int) string {
+	return drawBars(runs, now, leases, maxRows, runsLook)
+}
+
+// look is what tells one timeline from another: the runs' and the task
+// epochs' (epochs.go) are drawn by the same code.
+type look struct {
+	id, noun string // the svg's id; what a bar is, plural ("Runs")
+	// bar says what a bar is in its title, its data-kind and an extra class
+	// (with a leading space, or "").
+	bar func(r *tlRun) (what, kind, class string)
+	// overlapText is the title of a stale bar's overlap with its successor;
+	// nil: the runs' wording.
+	overlapText func(r, succ *tlRun) string
+}
+
+// hatch is the id of the overlap's fill pattern: one per image, so that
+// two timelines inline in one page do not share an id.
+func (lk look) hatch() string {
+	if lk.id == "timeline" {
+		return "hatch"
+	}
+	return lk.id + "-hatch"
+}
+
+func (lk look) overlap(r, succ *tlRun) string {
+	if lk.overlapText != nil {
+		return lk.overlapText(r, succ)
+	}
+	return fmt.Sprintf("run %d (fence %d) was still going %s after run %d (fence %d) had started", r.ID, r.Fence, human(r.end.Sub(succ.StartedAt)), succ.ID, succ.Fence)
+}
+
+var runsLook = look{id: "timeline", noun: "Runs", bar: func(r *tlRun) (string, string, string) {
+	// A term of leadership (fence.Elect) is outlined and says who led.
+	if r.IsTerm() {
+		return fmt.Sprintf("term of leader %s (run %d)", holderText(r.Holder, true), r.ID), "term", " term"
+	}
+	what := fmt.Sprintf("run %d", r.ID)
+	if r.Holder != "" {
+		what += " by " + r.Holder
+	}
+	return what, "run", ""
+}}
+
+func drawBars(runs []fence.RunInfo, now time.Time, leases map[string]fence.LeaseInfo, maxRows int, lk look) string {
 	var b strings.Builder
 	if len(runs) == 0 {
-		b.WriteString(`<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="timeline" viewBox="0 0 1000 40" role="img" aria-label="No runs to draw"><text class="note" x="8" y="24">No runs to draw.</text></svg>`)
+		fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="%s" viewBox="0 0 1000 40" role="img" aria-label="No %s to draw"><text class="note" x="8" y="24">No %s to draw.</text></svg>`,
+			lk.id, esc(strings.ToLower(lk.noun)), esc(strings.ToLower(lk.noun)))
 		return b.String()
 	}
 	byLease := map[string]*tlRow{}
@@ -155,16 +200,17 @@ func timeline(runs []fence.RunInfo, now time.Time, leases map[string]fence.Lease
 		height += 18
 	}
 
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="timeline" viewBox="0 0 %.0f %.0f" font-family="ui-monospace, monospace" font-size="11" role="img" aria-labelledby="timeline-title">`, tlWidth, height)
-	fmt.Fprintf(&b, `<title id="timeline-title">Runs of %d lease(s) from %s to %s, database time (UTC)</title>`, len(rows), esc(stamp(t0)), esc(stamp(t1)))
-	b.WriteString(`<defs><pattern id="hatch" class="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fee2e2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#b91c1c" stroke-width="3"/></pattern></defs>`)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="%s" viewBox="0 0 %.0f %.0f" font-family="ui-monospace, monospace" font-size="11" role="img" aria-labelledby="%s-title">`, lk.id, tlWidth, height, lk.id)
+	fmt.Fprintf(&b, `<title id="%s-title">%s of %d lease(s) from %s to %s, database time (UTC)</title>`, lk.id, esc(lk.noun), len(rows), esc(stamp(t0)), esc(stamp(t1)))
+	fmt.Fprintf(&b, `<defs><pattern id="%s" class="hatch"`, lk.hatch())
+	b.WriteString(` width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fee2e2"/><line x1="0" y1="0" x2="0" y2="6" stroke="#b91c1c" stroke-width="3"/></pattern></defs>`)
 	axis(&b, t0, t1, x, height)
 	if !now.Before(t0) && !now.After(t1) {
 		fmt.Fprintf(&b, `<line class="now" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#6b7280" stroke-dasharray="2 3"><title>now: %s</title></line>`,
 			x(now), x(now), tlTop-6, height-4, esc(stamp(now)))
 	}
 	for _, row := range rows {
-		drawRow(&b, row, x, now)
+		drawRow(&b, row, x, now, lk)
 	}
 	if hidden > 0 {
 		fmt.Fprintf(&b, `<text class="note" x="8" y="%.1f">%d more lease(s) in these runs: open one with ?lease=NAME.</text>`, height-8, hidden)
@@ -273,7 +319,7 @@ func labelWidth(fence int64) float64 {
 	return float64(len(strconv.FormatInt(fence, 10))) * tlDigit
 }
 
-func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time.Time) {
+func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time.Time, lk look) {
 	laneY := func(l int) float64 { return row.y + float64(l)*tlLane }
 	fmt.Fprintf(b, `<g class="lease" data-lease="%s">`, esc(row.lease))
 	name := shown(row.lease)
@@ -321,8 +367,8 @@ func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time
 			to = succ.end
 		}
 		top, bottom := min(laneY(r.lane), laneY(succ.lane)), max(laneY(r.lane), laneY(succ.lane))+tlBar
-		fmt.Fprintf(b, `<rect class="overlap" data-run="%d" data-successor="%d" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#hatch)" stroke="#b91c1c"><title>run %d (fence %d) was still going %s after run %d (fence %d) had started</title></rect>`,
-			r.ID, succ.ID, x(from), top-2, max(x(to)-x(from), 2), bottom-top+4, r.ID, r.Fence, esc(human(r.end.Sub(succ.StartedAt))), succ.ID, succ.Fence)
+		fmt.Fprintf(b, `<rect class="overlap" data-run="%d" data-successor="%d" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="url(#%s)" stroke="#b91c1c"><title>%s</title></rect>`,
+			r.ID, succ.ID, x(from), top-2, max(x(to)-x(from), 2), bottom-top+4, lk.hatch(), esc(lk.overlap(r, succ)))
 		fmt.Fprintf(b, `<line class="mark takeover" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#b91c1c" stroke-width="2"><title>takeover: fence %d started while fence %d was still going</title></line>`,
 			x(succ.StartedAt), x(succ.StartedAt), top-5, bottom+3, succ.Fence, r.Fence)
 	}
@@ -337,13 +383,7 @@ func drawRow(b *strings.Builder, row *tlRow, x func(time.Time) float64, now time
 		if r.FinishedAt.IsZero() {
 			end = "running for " + human(now.Sub(r.StartedAt))
 		}
-		// A term of leadership (fence.Elect) is outlined and says who led.
-		cls, what, kind := "", fmt.Sprintf("run %d", r.ID), "run"
-		if r.IsTerm() {
-			cls, what, kind = " term", fmt.Sprintf("term of leader %s (run %d)", holderText(r.Holder, true), r.ID), "term"
-		} else if r.Holder != "" {
-			what += " by " + r.Holder
-		}
+		what, kind, cls := lk.bar(r)
 		fmt.Fprintf(b, `<rect class="bar %s%s" data-run="%d" data-fence="%d" data-status="%s" data-kind="%s" x="%.1f" y="%.1f" width="%.1f" height="%.0f" rx="2" fill="%s"><title>%s · fence %d · %s · started %s · %s%s</title></rect>`,
 			esc(string(r.Status)), cls, r.ID, r.Fence, esc(string(r.Status)), kind, r.x0, y, r.x1-r.x0, tlBar, fill,
 			esc(what), r.Fence, esc(string(r.Status)), esc(stamp(r.StartedAt)), esc(end), esc(errSuffix(r.Error)))

@@ -1,4 +1,4 @@
-// Command example is fencemcp end to end: a scripted planner (no model)
+// Package example is fencemcp end to end: a scripted planner (no model)
 // runs a three-step task through an MCP server over streamable HTTP whose
 // tool writes to the database and calls a downstream HTTP service. Worker
 // A freezes in the middle of a tool call; its lease lapses; worker B
@@ -6,9 +6,17 @@
 // the downstream service, the tool's database write, the MCP server, and
 // its own effect ledger. Each effect lands once.
 //
-//	cd fencemcp && go run ./example            # SQLite in a temp dir
-//	FENCE_TEST_POSTGRES=postgres://… go run ./example
-package main
+// The freeze is simulated in-process: A's call is held inside the tool
+// (where a SIGSTOPped agent's request would sit) and A sends no renewals,
+// so its lease lapses by the database clock. The zombie suite
+// (fencemcp/zombie, TestZombieSIGSTOP) stops a real agent process.
+//
+// Run it with fence demo agent (which runs the fence-demo-agent command of
+// this module), or from a checkout:
+//
+//	cd fencemcp && go run ./cmd/fence-demo-agent            # SQLite in a temp dir
+//	cd fencemcp && go run ./cmd/fence-demo-agent --dsn 'postgres://…'
+package example
 
 import (
 	"context"
@@ -19,8 +27,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -35,30 +41,73 @@ import (
 	"github.com/fencekit/fence/task"
 )
 
-func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dsn := os.Getenv("FENCE_TEST_POSTGRES")
-	if dsn == "" {
-		dir, err := os.MkdirTemp("", "fencemcp-example-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		defer os.RemoveAll(dir)
-		dsn = "sqlite:" + filepath.Join(dir, "example.db")
-	}
-	if _, err := Run(ctx, os.Stdout, dsn); err != nil {
-		fmt.Fprintln(os.Stderr, "example:", err)
-		os.Exit(1)
-	}
-}
-
 // Report is what Run saw, for its test.
 type Report struct {
-	Refusals []string       // the hops that refused the thawed agent, in order
-	Orders   map[string]int // step -> rows the tool wrote
-	Shipped  map[string]int // step -> rows the downstream service wrote
+	Task        string
+	StaleEpoch  int64          // the frozen worker A's epoch
+	NewEpoch    int64          // worker B's epoch, which finished the task
+	Refusals    []string       // the hops that refused the thawed agent, in order
+	Orders      map[string]int // step -> rows the tool wrote
+	Shipped     map[string]int // step -> rows the downstream service wrote
+	Steps       []string       // the plan
+	refusalText map[string]string
+}
+
+// Hops are the places a thawed agent must be refused, in the order the
+// story meets them: the downstream service and the tool's write while its
+// frozen call resumes, the call's own result, its effect ledger before its
+// next call, and the MCP server when it calls without the ledger.
+var Hops = []string{"downstream HTTP", "tool's DB write", "its charge call", "its own ledger", "MCP server"}
+
+// Check returns nil when the story ended as it must: the thawed agent was
+// refused at every hop (Hops, in order) and each step's effect landed once
+// in the tool's table and once downstream. Anything else is an error that
+// says what went wrong.
+func (r *Report) Check() error {
+	var errs []error
+	got := map[string]bool{}
+	for _, h := range r.Refusals {
+		got[h] = true
+	}
+	for _, h := range Hops {
+		if !got[h] {
+			errs = append(errs, fmt.Errorf("the thawed agent (epoch %d) was NOT refused at %s", r.StaleEpoch, h))
+		}
+	}
+	if len(errs) == 0 && strings.Join(r.Refusals, "|") != strings.Join(Hops, "|") {
+		errs = append(errs, fmt.Errorf("refusals in the order %q, want %q", r.Refusals, Hops))
+	}
+	for _, step := range r.Steps {
+		if r.Orders[step] != 1 || r.Shipped[step] != 1 {
+			errs = append(errs, fmt.Errorf("step %s: %d order rows and %d shipments, want one each", step, r.Orders[step], r.Shipped[step]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Summarize prints the verdict: which hop refused the thawed agent and
+// how many times each effect landed.
+func (r *Report) Summarize(out io.Writer) {
+	fmt.Fprintf(out, "\nverdict: worker A thawed at stale epoch %d (worker B holds epoch %d):\n", r.StaleEpoch, r.NewEpoch)
+	got := map[string]bool{}
+	for _, h := range r.Refusals {
+		got[h] = true
+	}
+	for _, h := range Hops {
+		mark := "REFUSED"
+		if !got[h] {
+			mark = "NOT REFUSED"
+		}
+		fmt.Fprintf(out, "  %-16s %-11s %s\n", h, mark, r.refusalText[h])
+	}
+	for _, step := range r.Steps {
+		fmt.Fprintf(out, "  step %-11s applied %d time(s) by the tool, %d time(s) downstream\n", step, r.Orders[step], r.Shipped[step])
+	}
+	if err := r.Check(); err != nil {
+		fmt.Fprintf(out, "FAILED: %v\n", err)
+		return
+	}
+	fmt.Fprintf(out, "OK: the zombie agent was refused at every hop; every effect landed exactly once.\n")
 }
 
 // Run plays the story on the database at dsn and prints its timeline.
@@ -129,8 +178,13 @@ func Run(ctx context.Context, out io.Writer, dsn string) (*Report, error) {
 	defer thawOnce() // on an early return, let the frozen call end so the servers can close
 	var freezeEpoch int64
 	var refusals []string
+	why := map[string]string{}
 	refuse := func(hop string, err error) {
 		refusals = append(refusals, hop)
+		why[hop] = firstLine(err)
+		if len(why[hop]) > 60 {
+			why[hop] = why[hop][:60] + "…"
+		}
 		say("  A refused at %-17s %s", hop+":", firstLine(err))
 	}
 	type stepArgs struct {
@@ -298,7 +352,8 @@ func Run(ctx context.Context, out io.Writer, dsn string) (*Report, error) {
 		refuse("MCP server", errors.New(text(res)))
 	}
 
-	rep := &Report{Refusals: refusals, Orders: map[string]int{}, Shipped: map[string]int{}}
+	rep := &Report{Task: id, StaleEpoch: ea.Number(), NewEpoch: eb.Number(), Refusals: refusals, refusalText: why,
+		Orders: map[string]int{}, Shipped: map[string]int{}, Steps: plan}
 	for table, m := range map[string]map[string]int{"orders": rep.Orders, "shipments": rep.Shipped} {
 		rows, err := db.QueryContext(ctx, `SELECT step, epoch FROM `+p+table+` ORDER BY step`)
 		if err != nil {
