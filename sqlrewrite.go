@@ -494,10 +494,8 @@ func splice(d Dialect, query string, args []any, marker string, want int, repl f
 				last = a.end
 			}
 		case actRepl:
-			var sb strings.Builder
 			sql, extra := repl(next)
-			writeApart(&sb, query, a.pos, a.end, sql)
-			b.WriteString(sb.String())
+			writeApart(&b, query, a.pos, a.end, sql)
 			last = a.end
 			if d == Postgres {
 				next += len(extra)
@@ -650,11 +648,24 @@ func writeApart(b *strings.Builder, query string, pos, end int, s string) {
 	if s == "" {
 		return
 	}
-	if pos > 0 && glues(query[pos-1]) && glues(s[0]) {
+	// What precedes s is what was written before it, not query[pos-1]: a
+	// rebound placeholder before it ends in a digit where the query had a ?
+	// (?? became $2$3, one glued token, caught by FuzzSplice). An empty
+	// builder (a piece written on its own) falls back to the query.
+	var prev byte
+	if n := b.Len(); n > 0 {
+		prev = b.String()[n-1]
+	} else if pos > 0 {
+		prev = query[pos-1]
+	}
+	if prev != 0 && glues(prev) && glues(s[0]) {
 		b.WriteByte(' ')
 	}
 	b.WriteString(s)
-	if end < len(query) && glues(query[end]) && glues(s[len(s)-1]) {
+	// A number (a rebound $N) before a dot reads as a decimal to fence's
+	// tokenizer ($1.$2 from ?.?, FuzzSplice): keep them apart too.
+	last := s[len(s)-1]
+	if end < len(query) && (glues(query[end]) && glues(last) || query[end] == '.' && isDigit(last)) {
 		b.WriteByte(' ')
 	}
 }
