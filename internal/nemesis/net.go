@@ -93,6 +93,9 @@ func (n Net) Up(ctx context.Context) (err error) {
 	if err := n.Down(ctx); err != nil {
 		return err
 	}
+	if err := n.reclaimSubnet(ctx); err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
 			_ = n.Down(context.WithoutCancel(ctx))
@@ -162,6 +165,36 @@ func (n Net) Down(ctx context.Context) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("nemesis: tearing down %s: %s", n.Prefix, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// reclaimSubnet removes another Net's bridge (and its namespaces) that
+// still holds n's subnet: a run killed before its cleanup (CI stops its
+// background steps that way) leaves its bridge up, and with two bridges on
+// one /24 the root namespace's route goes to the stale one, so the new
+// nodes cannot be reached (seen in CI: pg_auto_failover's monitor "timed
+// out" while listening). A subnet is "used for nothing else on the
+// machine" (Net.Subnet), so a bridge of this package's naming on it is a
+// leftover; anything else on it is an error that says which interface.
+func (n Net) reclaimSubnet(ctx context.Context) error {
+	out, err := ipOut(ctx, "-o", "-4", "addr", "show")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "inet" || !strings.HasPrefix(f[3], n.Subnet+".") {
+			continue
+		}
+		name := strings.SplitN(f[1], "@", 2)[0]
+		other := Net{Prefix: strings.TrimSuffix(name, "br"), Nodes: 9, Subnet: n.Subnet}
+		if !strings.HasSuffix(name, "br") || other.Validate() != nil {
+			return fmt.Errorf("nemesis: subnet %s.0/24 is already on interface %s, which this package did not make; choose another subnet", n.Subnet, name)
+		}
+		if err := other.Down(ctx); err != nil {
+			return fmt.Errorf("nemesis: removing %s, left on subnet %s.0/24 by an earlier run: %w", name, n.Subnet, err)
+		}
 	}
 	return nil
 }

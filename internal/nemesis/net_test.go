@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -146,5 +147,56 @@ func TestNetCutsAndHeals(t *testing.T) {
 	}
 	if r.Counts()[Isolate] != 1 {
 		t.Fatalf("counts: %v", r.Counts())
+	}
+}
+
+// A run killed before its cleanup leaves its bridge on the subnet; the next
+// Up on that subnet must take it down (else the root namespace routes the
+// subnet to the stale bridge and no new node answers), and must refuse a
+// subnet held by an interface this package did not make.
+func TestUpReclaimsLeftoverOnItsSubnet(t *testing.T) {
+	needNetns(t)
+	ctx := context.Background()
+	pid := os.Getpid() % 10000
+	old := Net{Prefix: fmt.Sprintf("fno%d", pid), Nodes: 2, Subnet: "10.79.7"}
+	if err := old.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := Net{Prefix: fmt.Sprintf("fnn%d", pid), Nodes: 2, Subnet: "10.79.7"}
+	t.Cleanup(func() {
+		_ = old.Down(context.Background())
+		_ = n.Down(context.Background())
+	})
+	if err := n.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if linkExists(ctx, old.bridge()) {
+		t.Errorf("the leftover bridge %s is still up", old.bridge())
+	}
+	have, err := n.namespaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if have[old.NS(1)] || have[old.NS(2)] {
+		t.Errorf("the leftover namespaces are still there: %v", have)
+	}
+	if !have[n.NS(1)] || !have[n.NS(2)] {
+		t.Errorf("the new namespaces are missing: %v", have)
+	}
+
+	// A foreign interface on the subnet: a bridge not named like ours.
+	foreign := fmt.Sprintf("fnx%dq", pid)
+	if err := ip(ctx, "link", "add", foreign, "type", "bridge"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ip(context.Background(), "link", "del", foreign) })
+	if err := ip(ctx, "addr", "add", "10.79.8.1/24", "dev", foreign); err != nil {
+		t.Fatal(err)
+	}
+	m := Net{Prefix: fmt.Sprintf("fnm%d", pid), Nodes: 2, Subnet: "10.79.8"}
+	t.Cleanup(func() { _ = m.Down(context.Background()) })
+	err = m.Up(ctx)
+	if err == nil || !strings.Contains(err.Error(), foreign) {
+		t.Fatalf("Up on a subnet held by %s: %v; want a refusal naming it", foreign, err)
 	}
 }
