@@ -35,11 +35,17 @@ func TestServerDefaultAutocommitOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	data, sock := filepath.Join(dir, "data"), filepath.Join(dir, "s.sock")
-	if out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput(); err != nil {
+	data, sock, tmp := filepath.Join(dir, "data"), filepath.Join(dir, "s.sock"), filepath.Join(dir, "tmp")
+	// Its own tmpdir: a starting mariadbd deletes every #sql* file in its
+	// tmpdir, which with the default /tmp are the shared server's temporary
+	// tables in use by other packages' tests.
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
-	cmd := exec.Command(server, "--no-defaults", "--datadir="+data, "--socket="+sock, "--skip-networking",
+	cmd := exec.Command(server, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--socket="+sock, "--skip-networking",
 		"--user=root", "--skip-grant-tables", "--autocommit=0", "--skip-log-bin")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

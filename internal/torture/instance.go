@@ -58,9 +58,9 @@ func newInstance(ctx context.Context, d fence.Dialect) (instance, error) {
 // every command runs as user postgres (runuser) in a directory it owns.
 
 type pgInstance struct {
-	bin, dir, data string
-	port           int
-	asUser         string
+	bin, dir, data, tmp string
+	port                int
+	asUser              string
 }
 
 func pgBinDir() (string, error) {
@@ -177,10 +177,10 @@ func (in *pgInstance) Close() {
 // process and killed with SIGKILL.
 
 type mariaInstance struct {
-	bin, dir, data string
-	port           int
-	cmd            *exec.Cmd
-	done           chan struct{}
+	bin, dir, data, tmp string
+	port                int
+	cmd                 *exec.Cmd
+	done                chan struct{}
 }
 
 func newMariaInstance(ctx context.Context) (*mariaInstance, error) {
@@ -205,12 +205,21 @@ func newMariaInstance(ctx context.Context) (*mariaInstance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &mariaInstance{bin: server, dir: dir, data: filepath.Join(dir, "data")}
+	in := &mariaInstance{bin: server, dir: dir, data: filepath.Join(dir, "data"), tmp: filepath.Join(dir, "tmp")}
+	// A tmpdir of its own: a starting mariadbd deletes every #sql* file in
+	// its tmpdir (mysql_rm_tmp_tables), and with the default /tmp that is the
+	// shared server's in-flight temporary tables: CI's mysql suite failed with
+	// "Error on delete of '/tmp/#sql-update-….MAI' (Errcode: 2)" while this
+	// instance restarted in a parallel package.
+	if err = os.Mkdir(in.tmp, 0o700); err != nil {
+		in.Close()
+		return nil, err
+	}
 	if in.port, err = freePort(); err != nil {
 		in.Close()
 		return nil, err
 	}
-	args := []string{"--no-defaults", "--datadir=" + in.data, "--auth-root-authentication-method=normal", "--skip-test-db"}
+	args := []string{"--no-defaults", "--datadir=" + in.data, "--tmpdir=" + in.tmp, "--auth-root-authentication-method=normal", "--skip-test-db"}
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
@@ -251,7 +260,7 @@ func (in *mariaInstance) DSN() string  { return fmt.Sprintf("mysql://root@127.0.
 func (in *mariaInstance) Addr() string { return fmt.Sprintf("127.0.0.1:%d", in.port) }
 
 func (in *mariaInstance) Start(ctx context.Context) error {
-	args := []string{"--no-defaults", "--datadir=" + in.data, fmt.Sprintf("--port=%d", in.port),
+	args := []string{"--no-defaults", "--datadir=" + in.data, "--tmpdir=" + in.tmp, fmt.Sprintf("--port=%d", in.port),
 		"--bind-address=127.0.0.1", "--socket=" + in.sock(), "--pid-file=" + filepath.Join(in.dir, "mysqld.pid"),
 		"--log-error=" + filepath.Join(in.dir, "error.log"), "--skip-name-resolve", "--skip-log-bin",
 		"--max-connections=400", "--innodb-buffer-pool-size=64M",
