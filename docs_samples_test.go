@@ -40,11 +40,12 @@ func sampleCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// eachNamespace runs f in a subtest per database of dialects, on a fresh
-// namespace of that database.
+// eachNamespace runs f in a parallel subtest per database of dialects, on a
+// fresh namespace of that database.
 func eachNamespace(t *testing.T, dialects []fence.Dialect, f func(t *testing.T, ns namespace)) {
 	for _, d := range dialects {
 		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
 			if ns, ok := newNamespace(t, d); ok {
 				f(t, ns)
 			}
@@ -322,6 +323,7 @@ func TestSampleObserved(t *testing.T) {
 // replicas: the first leads and writes; when it stops, it releases the
 // lease and the second takes over at once (the TTL is 15 s) and writes.
 func TestSampleLeadReports(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	eachNamespace(t, allDialects, func(t *testing.T, ns namespace) {
 		ctx := sampleCtx(t)
 		execAll(t, ns.db, `CREATE TABLE reports (id INT PRIMARY KEY, body VARCHAR(100) NOT NULL, author VARCHAR(100) NOT NULL)`,

@@ -87,6 +87,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 // A refused renewal ends the term — the leader's ctx is cancelled with the
 // refusal — and Elect campaigns again, for a term with a higher fence.
 func TestElectCampaignsAgainAfterLosing(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	s := migratedSQLite(t)
 	r := startElect(t, s, nil, WithTTL(3*time.Second), WithRetryPeriod(50*time.Millisecond))
 	first := recv(t, r.started, "first term")
@@ -141,6 +142,7 @@ func TestElectPanicStepsDown(t *testing.T) {
 // A leader whose callback returned still leads until its ctx ends: the
 // lease is renewed past its TTL and no one else starts leading.
 func TestElectLeadsAfterCallbackReturns(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	s := migratedSQLite(t)
 	const ttl = 900 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -195,6 +197,7 @@ func TestElectLeadsAfterCallbackReturns(t *testing.T) {
 // its lease could lapse; a follower takes over once it lapsed, with a
 // higher fence, and a write with the partitioned leader's token is refused.
 func TestElectPartitionedLeaderStopsBeforeLapse(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		const ttl = 3 * time.Second
 		opts := []RunOption{WithTTL(ttl), WithRetryPeriod(100 * time.Millisecond)}

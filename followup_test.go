@@ -157,6 +157,7 @@ const slack = 3 * time.Second
 // deadline (it blocked until the TCP timeout, 20 s and more, on the old
 // code, whose follow-up read ignored the deadline).
 func TestRefusedWriteFollowUpHonoursDeadline(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		ctx := context.Background()
 		table := testdb.WorkTable(t, s.Prefix(), func(ctx context.Context, q string) error { _, err := direct.DB().ExecContext(ctx, q); return err })
@@ -227,6 +228,7 @@ func (d *stallingDriver) LeaseAcquire(ctx context.Context, p driver.AcquireParam
 // the run lost: within the caller's deadline when the network stalls after
 // the refusal (unbounded before).
 func TestRefusedFinishFollowUpHonoursDeadline(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		ctx := context.Background()
 		a, err := s.Acquire(ctx, "job", time.Minute)
@@ -262,6 +264,7 @@ func TestRefusedFinishFollowUpHonoursDeadline(t *testing.T) {
 // Before, the unanswered attempt's detached 5 s read made it return after
 // 6–11 s, and the error was the attempt's alone.
 func TestAcquireWaitDeadlineDuringOutage(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	stalledStores(t, func(t *testing.T, s, direct *Store, p *stallProxy) {
 		ctx := context.Background()
 		holder, err := direct.Acquire(ctx, "job", time.Minute)

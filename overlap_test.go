@@ -98,6 +98,7 @@ func checkOverlap(t *testing.T, s *fence.Store, name string, stale, succ int64) 
 }
 
 func TestRunRecordsOverlapWhenKeeperNoticesFirst(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
 		s := b.Open(t)
 		const name = "overlap-run"
@@ -118,6 +119,7 @@ func TestRunRecordsOverlapWhenKeeperNoticesFirst(t *testing.T) {
 }
 
 func TestScheduleRecordsOverlapWhenKeeperNoticesFirst(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
 		s := b.Open(t)
 		const name = "overlap-schedule"
@@ -146,6 +148,7 @@ func TestScheduleRecordsOverlapWhenKeeperNoticesFirst(t *testing.T) {
 }
 
 func TestElectRecordsTermsAndOverlap(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
 		s := b.Open(t)
 		const name = "overlap-elect"

@@ -65,6 +65,7 @@ func TestRunResultFields(t *testing.T) {
 // renew deadline for the lease must not have its job cancelled at once (the
 // deadline was measured from before the wait).
 func TestRunWithWaitCountsFromAcquisition(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	s := migratedSQLite(t, WithWaitBackoff(10*time.Millisecond, 100*time.Millisecond))
 	ctx := context.Background()
 	holder, err := s.Acquire(ctx, "wait:deadline", time.Minute)
@@ -195,6 +196,7 @@ func (o *renewTimes) Observe(ctx context.Context, op Op, _ string) (context.Cont
 // TestRunFirstRenewalFromAcquisition: the first renewal is due renewEvery
 // after the acquisition, not after StartRun returned.
 func TestRunFirstRenewalFromAcquisition(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	obs := &renewTimes{hold: time.Second}
 	s := migratedSQLite(t, WithObserver(obs))
 	ctx := context.Background()

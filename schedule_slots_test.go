@@ -135,6 +135,7 @@ func TestScheduleCatchUpRunsMissedSlotOnce(t *testing.T) {
 // A slot whose job failed runs again, backoff apart, up to the count of
 // WithRetry; each attempt is a run in the ledger.
 func TestScheduleRetriesFailedSlot(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
 		s := b.Open(t)
 		const name = "flaky"
@@ -183,6 +184,7 @@ func TestScheduleRetriesFailedSlot(t *testing.T) {
 // per-second schedule, and every call is a run in the ledger, none a
 // NotAcquired. (It fired on every replica at every slot.)
 func TestScheduleOnFinishedOnlyOnRunner(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	teststore.Each(t, func(t *testing.T, b teststore.Backend) {
 		stores := replicas(t, b, 2, func(int) fence.Clock { return nil })
 		const name = "every-second"

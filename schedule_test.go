@@ -12,6 +12,7 @@ import (
 // TestScheduleRetention: with WithRetention, Schedule prunes the lease's old
 // finished runs after each slot instead of keeping one row per slot forever.
 func TestScheduleRetention(t *testing.T) {
+	t.Parallel() // it waits on leases and clocks, not the CPU
 	s := migratedSQLite(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

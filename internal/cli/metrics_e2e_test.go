@@ -12,6 +12,7 @@ import (
 
 // fence run --metrics-addr serves the lease's metrics while the command runs.
 func TestRunServesMetrics(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	b := sqliteOnly(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // its own), and "go get", "git clone" and "go test ./..." (this test's own
 // run) are left out.
 func TestNewcomerPath(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	lines := readmeShLines(t, filepath.Join("..", "..", "README.md"))
 	dir := t.TempDir()
 	firstjob := filepath.Join(dir, "firstjob-bin")

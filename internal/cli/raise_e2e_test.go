@@ -13,6 +13,7 @@ import (
 // the holder's `fence run` stops and exits 76, and a second raise to the
 // clock finds nothing below it (the explicit floor is an hour ahead).
 func TestRaiseFences(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		if r := b.fence(t, "run", "--lease", "done", "true"); r.code != 0 {
 			t.Fatal(r)

@@ -20,6 +20,7 @@ import (
 // README.md and the guides of docs/guides are read as one path, README
 // first: a reader comes to a guide from the README's table.
 func TestReadmeCommandLines(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	guides, err := filepath.Glob(filepath.Join("..", "..", "docs", "guides", "*.md"))
 	if err != nil || len(guides) == 0 {
 		t.Fatalf("no guides in docs/guides: %v", err)

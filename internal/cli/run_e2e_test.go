@@ -102,6 +102,7 @@ func TestRunPassesExitStatusAndEnvironment(t *testing.T) {
 }
 
 func TestRunContention(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
 		a := b.start(t, "run", "--lease", "contended", "--ttl", "10s", "--", "sh", "-c", "touch "+started+"; sleep 3")
@@ -133,6 +134,7 @@ func TestRunContention(t *testing.T) {
 // The article's story with real processes: A's fence process is paused
 // while it holds the lease, B takes over and completes, A resumes.
 func TestRunPausedRunnerExitsLost(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
 		a := b.start(t, "run", "--lease", "story", "--ttl", "3s", "--", "sh", "-c", "touch "+started+"; sleep 6; echo done")
@@ -211,6 +213,7 @@ func TestRunForwardsSignals(t *testing.T) {
 }
 
 func TestRunWait(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		// The holder runs until the test lets it end (the file done), not for
 		// 3 s: five fence processes started on a loaded machine took longer
@@ -262,6 +265,7 @@ func TestRunWait(t *testing.T) {
 }
 
 func TestReleaseForceStopsHolder(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
 		got := filepath.Join(b.dir, "got")
@@ -547,6 +551,7 @@ func TestReleaseUnknownLease(t *testing.T) {
 }
 
 func TestDemo(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	b := &backend{name: "none", dir: t.TempDir(), dsn: "postgres://ignored@127.0.0.1:1/x", prefix: fence.DefaultPrefix}
 	r := b.fence(t, "demo")
 	if r.code != 0 {

@@ -18,6 +18,7 @@ import (
 // (The old fence run started it and killed it moments later, or let it run
 // on a lease it could not prove.)
 func TestRunRefusesToStartAfterSlowAcquire(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	b := sqliteOnly(t)
 	ctx := context.Background()
 	db, err := sql.Open("sqlite", filepath.Join(b.dir, "fence.db"))

@@ -18,6 +18,7 @@ import (
 // Before, the runner's mark changed nothing (the run was no longer
 // running) and the stale run ended when its successor started.
 func TestRunRecordsOverlapWithSuccessor(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
 		p := b.start(t, "run", "--lease", "overlap", "--ttl", "3s", "--grace", "1s", "--", "sh", "-c",

@@ -104,11 +104,13 @@ func waitCond(t *testing.T, what string, timeout time.Duration, f func() bool) {
 // kill -9 of fence run (the OOM killer, systemd's stop timeout): the shim
 // sees its control pipe close and kills the whole tree.
 func TestRunKill9KillsWholeTree(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) { testKill9(t, b, "kill9-"+b.prefix) })
 }
 
 // The same without a cgroup: the subreaper walk alone must find the tree.
 func TestRunKill9KillsWholeTreeWithoutCgroup(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	b := sqliteOnly(t)
 	b.extra = []string{"FENCE_SUPERVISE_NO_CGROUP=1"}
 	testKill9(t, b, "kill9-nocg-"+strconv.Itoa(os.Getpid()))
@@ -155,6 +157,7 @@ func testKill9(t *testing.T, b *backend, mark string) {
 // fed with each proven deadline, kills the tree before the lease could
 // lapse; fence run says so when continued.
 func TestRunSIGSTOPOfSupervisorKillsTree(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		mark := "stop-" + b.prefix
 		a := markedBackend(t, b, mark)
@@ -185,6 +188,7 @@ func TestRunSIGSTOPOfSupervisorKillsTree(t *testing.T) {
 // ^Z (SIGTSTP) stops the command's whole tree before fence; if on SIGCONT
 // the lease could have lapsed, the tree is killed without running again.
 func TestRunSuspendPastTTLThenContinue(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		started := filepath.Join(b.dir, "started")
 		ticks := filepath.Join(b.dir, "ticks")
@@ -255,6 +259,7 @@ func testSuspendResume(t *testing.T, b *backend) {
 // renewal, SIGKILL at min(now + grace, lapse - margin); a descendant in
 // its own session is not spared. The exit status is recorded in the run.
 func TestRunRevokeStopsWholeTree(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		mark := "revoke-" + b.prefix
 		a := markedBackend(t, b, mark)
@@ -315,6 +320,7 @@ func TestRunRevokeStopsWholeTree(t *testing.T) {
 // Completion: whatever the command left behind, in any session, dies with
 // it.
 func TestRunCompletionKillsDetachedDescendants(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	eachBackend(t, func(t *testing.T, b *backend) {
 		mark := "done-" + b.prefix
 		a := markedBackend(t, b, mark)

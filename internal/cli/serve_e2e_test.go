@@ -13,6 +13,7 @@ import (
 // fence serve shows the held lease and answers /healthz; SIGINT stops it
 // with status 0.
 func TestServe(t *testing.T) {
+	t.Parallel() // it waits on leases and process trees, not the CPU
 	b := sqliteOnly(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
