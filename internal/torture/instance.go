@@ -58,9 +58,9 @@ func newInstance(ctx context.Context, d fence.Dialect) (instance, error) {
 // every command runs as user postgres (runuser) in a directory it owns.
 
 type pgInstance struct {
-	bin, dir, data, tmp string
-	port                int
-	asUser              string
+	bin, dir, data string
+	port           int
+	asUser         string
 }
 
 func pgBinDir() (string, error) {
