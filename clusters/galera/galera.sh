@@ -12,6 +12,10 @@
 #   galera.sh dsns           the three DSNs, comma-separated (FENCE_TEST_GALERA)
 #   galera.sh kill N         SIGKILL node N (a crash)
 #   galera.sh rejoin N       start node N again and wait until it is Synced
+#   galera.sh whole [SECS]   exit 0 if every node is up, Synced, ready, Primary
+#                            and sees 3 members (within SECS, default 0: now);
+#                            else print the nodes that are not and exit 1
+#                            (the partition nemesis asks before it kills a node)
 #   galera.sh ensure         make the running cluster whole again after faults:
 #                            every node Synced, ready, in a primary component
 #                            of 3; a node that is not (non-Primary after a
@@ -487,6 +491,10 @@ dsns) cmd_dsns ;;
 kill) check_node "${2:-}" && cmd_kill "$2" ;;
 rejoin) check_node "${2:-}" && cmd_rejoin "$2" ;;
 ensure) cmd_ensure ;;
+whole)
+	[[ "${2:-0}" =~ ^[0-9]+$ ]] || die "whole: SECS must be a number, got '${2}'"
+	bad=$(wait_whole "${2:-0}") || die "not whole: node(s) ${bad}"
+	;;
 sql)
 	check_node "${2:-}"
 	n=$2
@@ -497,5 +505,5 @@ clean)
 	cmd_stop
 	rm -rf "$DIR"
 	;;
-*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|ensure|sql N SQL|clean" ;;
+*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|whole [SECS]|ensure|sql N SQL|clean" ;;
 esac

@@ -2,37 +2,97 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
 
+// Links is what a runner cuts and heals: a Net, or a fake in tests.
+type Links interface {
+	Drop(ctx context.Context, from, to int) error
+	Heal(ctx context.Context) error
+}
+
+// Procs kills and restarts a cluster's nodes for the schedule's Kill steps
+// (clusters/partitions.sh: clusters/galera/galera.sh kill, rejoin, whole).
+type Procs interface {
+	// Whole returns nil when every node is up and in the primary
+	// component: only then is a node killed.
+	Whole(ctx context.Context) error
+	Kill(ctx context.Context, node int) error
+	// Rejoin starts a killed node again and returns once it has rejoined.
+	Rejoin(ctx context.Context, node int) error
+}
+
 // Runner plays a schedule on a Net.
 type Runner struct {
-	Net Net
+	Net Links
 	Rec *Record
+	// Procs carries out Kill steps; without it they are recorded as
+	// skipped.
+	Procs Procs
+	// Keep is the node the runner never leaves in a minority: a cut that
+	// would, with a node still down (its rejoin failed), is skipped. 0:
+	// Rec.Plan.Keep.
+	Keep int
+	// Start is the time the schedule's offsets count from (zero: when Run
+	// is called).
+	Start time.Time
+	// WholeWait bounds the wait for a whole cluster before a kill (0: 60 s);
+	// RejoinTries is how many times a rejoin is tried in a row (0: 3).
+	WholeWait   time.Duration
+	RejoinTries int
 	// Log, when set, is told every action as it happens (progress output).
 	Log func(Event, Step)
 
 	mu     sync.Mutex
 	counts map[string]int
+	down   map[int]bool
 }
 
 // Run plays the schedule from now until it ends or ctx is done, and heals
 // every cut before it returns, whatever happened (with a context of its
-// own: a cancelled run must not leave a cut behind). The returned error is
-// the first failure to cut or heal; the schedule goes on after a failed
-// cut (it is recorded), not after a failed heal.
+// own: a cancelled run must not leave a cut behind), then rejoins a node
+// still down. The returned error is the first failure to cut or heal; the
+// schedule goes on after a failed cut (it is recorded), not after a failed
+// heal.
+//
+// A Kill step waits for the cluster to be whole (Procs.Whole), kills the
+// node, waits its Hold and rejoins it, trying RejoinTries times; the steps
+// after it are shifted by the time that took, so every step keeps its
+// quiet gap. A node whose rejoin failed is rejoined again before each
+// later step and after each heal; while it is down, a step whose cuts
+// would leave Keep without a majority (KeepsQuorum) is skipped and
+// recorded as such.
 func (r *Runner) Run(ctx context.Context) (err error) {
-	start := time.Now()
+	start := r.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	keep := r.Keep
+	if keep == 0 {
+		keep = r.Rec.Plan.Keep
+	}
+	nodes := r.Rec.Net.Nodes
+	if nodes == 0 {
+		nodes = r.Rec.Plan.Nodes
+	}
+	var shift time.Duration // how late the schedule runs (rejoins, waits)
 	defer func() {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if herr := r.Net.Heal(hctx); herr != nil && err == nil {
 			err = herr
 		}
+		// A node still down is rejoined now that nothing is cut.
+		for _, n := range r.downNodes() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			r.rejoin(rctx, -1, Step{Kind: Kill, Node: n}, start, 1)
+			cancel()
+		}
 	}()
 	wait := func(until time.Duration) bool {
-		d := until - time.Since(start)
+		d := until + shift - time.Since(start)
 		if d <= 0 {
 			return ctx.Err() == nil
 		}
@@ -45,11 +105,37 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			return false
 		}
 	}
+	tries := max(r.RejoinTries, 1)
+	if r.RejoinTries == 0 {
+		tries = 3
+	}
 	for i, s := range r.Rec.Steps {
+		if s.Kind == Kill {
+			if !wait(s.At) {
+				return nil
+			}
+			r.kill(ctx, i, s, start)
+			if !wait(s.At + s.Hold) {
+				return nil
+			}
+			r.rejoin(ctx, i, s, start, tries)
+			if late := time.Since(start) - (s.end() + shift); late > 0 {
+				shift += late
+			}
+			continue
+		}
 		at := s.At
 		for f := 0; f < max(s.Flaps, 1); f++ {
 			if !wait(at) {
 				return nil
+			}
+			for _, n := range r.downNodes() {
+				r.rejoin(ctx, i, Step{Kind: Kill, Node: n}, start, 1)
+			}
+			if down := r.downSet(); len(down) > 0 && !KeepsQuorum(nodes, keep, down, s.Cuts) {
+				r.note(i, s, fmt.Sprintf("skipped: would leave node %d in a minority with node(s) %v down", keep, r.downNodes()), time.Since(start))
+				at += s.Hold + s.Gap
+				continue
 			}
 			what := "cut"
 			for _, c := range s.Cuts {
@@ -62,12 +148,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			}
 			r.note(i, s, what, time.Since(start))
 			if f == 0 {
-				r.mu.Lock()
-				if r.counts == nil {
-					r.counts = map[string]int{}
-				}
-				r.counts[s.Kind]++
-				r.mu.Unlock()
+				r.count(s.Kind)
 			}
 			at += s.Hold
 			ok := wait(at)
@@ -79,10 +160,115 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			if !ok {
 				return nil
 			}
+			// A rejoin that failed under the cut is tried again at once.
+			for _, n := range r.downNodes() {
+				r.rejoin(ctx, i, Step{Kind: Kill, Node: n}, start, 1)
+			}
 			at += s.Gap
+		}
+		if late := time.Since(start) - (s.end() + shift); late > 0 {
+			shift += late
 		}
 	}
 	return err
+}
+
+// kill carries out a Kill step's kill: once the cluster is whole.
+func (r *Runner) kill(ctx context.Context, i int, s Step, start time.Time) {
+	if r.Procs == nil {
+		r.note(i, s, "skipped: no way to kill a node (Procs)", time.Since(start))
+		return
+	}
+	ww := r.WholeWait
+	if ww <= 0 {
+		ww = 60 * time.Second
+	}
+	deadline := time.Now().Add(ww)
+	for {
+		werr := r.Procs.Whole(ctx)
+		if werr == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.note(i, s, "skipped: the cluster is not whole: "+werr.Error(), time.Since(start))
+			return
+		}
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	if kerr := r.Procs.Kill(ctx, s.Node); kerr != nil {
+		r.note(i, s, "error: kill: "+kerr.Error(), time.Since(start))
+		return
+	}
+	r.mu.Lock()
+	if r.down == nil {
+		r.down = map[int]bool{}
+	}
+	r.down[s.Node] = true
+	r.mu.Unlock()
+	r.count(Kill)
+	r.note(i, s, "kill", time.Since(start))
+}
+
+// rejoin starts a killed node again, up to tries times.
+func (r *Runner) rejoin(ctx context.Context, i int, s Step, start time.Time, tries int) {
+	r.mu.Lock()
+	isDown := r.down[s.Node]
+	r.mu.Unlock()
+	if !isDown || r.Procs == nil {
+		return
+	}
+	for t := 0; t < tries; t++ {
+		// A rejoin is not cut short by the run's end: a half-started node
+		// is worse than a late stop.
+		rerr := r.Procs.Rejoin(context.WithoutCancel(ctx), s.Node)
+		if rerr == nil {
+			r.mu.Lock()
+			delete(r.down, s.Node)
+			r.mu.Unlock()
+			r.count("rejoin")
+			r.note(i, s, "rejoin", time.Since(start))
+			return
+		}
+		r.count("rejoin-failed")
+		r.note(i, s, "error: rejoin: "+rerr.Error(), time.Since(start))
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (r *Runner) downSet() map[int]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[int]bool, len(r.down))
+	for n := range r.down {
+		m[n] = true
+	}
+	return m
+}
+
+func (r *Runner) downNodes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ns []int
+	for n := 1; n <= 64; n++ {
+		if r.down[n] {
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
+func (r *Runner) count(kind string) {
+	r.mu.Lock()
+	if r.counts == nil {
+		r.counts = map[string]int{}
+	}
+	r.counts[kind]++
+	r.mu.Unlock()
 }
 
 func (r *Runner) note(i int, s Step, what string, t time.Duration) {
@@ -95,7 +281,8 @@ func (r *Runner) note(i int, s Step, what string, t time.Duration) {
 	}
 }
 
-// Counts returns how many steps of each kind were started.
+// Counts returns how many steps of each kind were started, and how many
+// kills, rejoins ("rejoin") and failed rejoin attempts ("rejoin-failed").
 func (r *Runner) Counts() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,0 +1,159 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeCluster is a Links and a Procs that checks, at every cut and kill,
+// that the kept node 1 still has a majority.
+type fakeCluster struct {
+	t           *testing.T
+	mu          sync.Mutex
+	cuts        [][2]int
+	down        map[int]bool
+	failRejoins int // the next n rejoins fail
+	rejoins     int
+	minority    []string
+}
+
+func (f *fakeCluster) check(what string) {
+	if !KeepsQuorum(3, 1, f.down, f.cuts) {
+		f.minority = append(f.minority, what)
+	}
+}
+
+func (f *fakeCluster) Drop(_ context.Context, a, b int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cuts = append(f.cuts, [2]int{a, b})
+	f.check("drop")
+	return nil
+}
+
+func (f *fakeCluster) Heal(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cuts = nil
+	return nil
+}
+
+func (f *fakeCluster) Whole(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.down) > 0 || len(f.cuts) > 0 {
+		return errors.New("not whole")
+	}
+	return nil
+}
+
+func (f *fakeCluster) Kill(_ context.Context, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[n] = true
+	f.check("kill")
+	return nil
+}
+
+func (f *fakeCluster) Rejoin(_ context.Context, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRejoins > 0 || len(f.cuts) > 0 {
+		f.failRejoins--
+		return errors.New("rejoin failed")
+	}
+	f.rejoins++
+	delete(f.down, n)
+	return nil
+}
+
+// A rejoin that keeps failing leaves node 3 down: the runner then skips
+// the cuts that would leave node 1 alone with node 2, still plays the
+// others, retries the rejoin before and after each step, and the node is
+// back before the run ends.
+func TestRunnerNodeDownNeverLeavesKeepInMinority(t *testing.T) {
+	ms := time.Millisecond
+	cutOff2 := [][2]int{{1, 2}, {2, 1}, {2, 3}, {3, 2}}
+	iso3 := [][2]int{{3, 1}, {1, 3}, {3, 2}, {2, 3}}
+	rec := &Record{Net: Net{Prefix: "fk", Nodes: 3, Subnet: "10.0.0"}, Plan: Plan{Nodes: 3, Keep: 1, Kill: 3},
+		Steps: []Step{
+			{At: 10 * ms, Kind: Kill, Node: 3, Hold: 10 * ms, Flaps: 1},
+			{At: 40 * ms, Kind: Split, Cuts: cutOff2, Hold: 10 * ms, Flaps: 1},                   // skipped: 3 down
+			{At: 60 * ms, Kind: Isolate, Cuts: iso3, Hold: 10 * ms, Flaps: 1},                    // played; the rejoin under it fails
+			{At: 80 * ms, Kind: Bridge, Cuts: [][2]int{{1, 2}, {2, 1}}, Hold: 10 * ms, Flaps: 1}, // played once 3 is back
+		}}
+	// The kill step's 3 tries, the retry before step 1 (skipped), the one
+	// at its end and the one before step 2 fail; step 2's cut (node 3's
+	// own) is played with node 3 down, and the rejoin tried after its heal
+	// succeeds.
+	f := &fakeCluster{t: t, down: map[int]bool{}, failRejoins: 6}
+	r := &Runner{Net: f, Procs: f, Rec: rec}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.minority) > 0 {
+		t.Fatalf("node 1 left in a minority at %v; applied %+v", f.minority, rec.Applied)
+	}
+	var whats []string
+	for _, e := range rec.Applied {
+		whats = append(whats, e.What)
+	}
+	j := strings.Join(whats, " | ")
+	if !strings.Contains(j, "skipped: would leave node 1 in a minority") {
+		t.Errorf("the split with node 3 down was not skipped: %s", j)
+	}
+	if f.rejoins != 1 || len(f.down) != 0 {
+		t.Errorf("node 3 not rejoined once (rejoins %d, down %v): %s", f.rejoins, f.down, j)
+	}
+	if c := r.Counts(); c[Kill] != 1 || c["rejoin"] != 1 || c["rejoin-failed"] != 6 {
+		t.Errorf("counts %v", c)
+	}
+	// The isolation of node 3 was played with it down; the bridge after
+	// the rejoin too (node 3 back, 1 and 2 may be cut).
+	cuts := 0
+	for _, w := range whats {
+		if w == "cut" {
+			cuts++
+		}
+	}
+	if cuts != 2 || !slices.Contains(whats, "rejoin") {
+		t.Errorf("want 2 cuts and a rejoin: %s", j)
+	}
+}
+
+// The kill waits until the cluster is whole: a cut still settling (here:
+// Whole failing for a while) delays it, and the steps after it are shifted.
+func TestRunnerKillWaitsForWholeCluster(t *testing.T) {
+	ms := time.Millisecond
+	rec := &Record{Net: Net{Prefix: "fk", Nodes: 3, Subnet: "10.0.0"}, Plan: Plan{Nodes: 3, Keep: 1, Kill: 3},
+		Steps: []Step{{At: 0, Kind: Kill, Node: 3, Hold: 5 * ms, Flaps: 1}}}
+	w := &wholeAfter{fakeCluster: fakeCluster{t: t, down: map[int]bool{}}, n: 3}
+	r := &Runner{Net: w, Procs: w, Rec: rec}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w.asked < 4 {
+		t.Fatalf("killed after %d checks, want after the 4th", w.asked)
+	}
+	if c := r.Counts(); c[Kill] != 1 || c["rejoin"] != 1 {
+		t.Fatalf("counts %v, applied %+v", c, rec.Applied)
+	}
+}
+
+type wholeAfter struct {
+	fakeCluster
+	n, asked int
+}
+
+func (w *wholeAfter) Whole(ctx context.Context) error {
+	w.asked++
+	if w.asked <= w.n {
+		return errors.New("node 2 still rejoining")
+	}
+	return w.fakeCluster.Whole(ctx)
+}
