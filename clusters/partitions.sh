@@ -20,7 +20,9 @@
 # (pause, skew, cancel). Node 1 (the harness's, whose binary log orders
 # the checks) is never left in a minority: not by a drawn cut, nor by a cut
 # combined with the kill (issue 31: node 3 killed by torture.sh while the
-# nemesis had node 2 cut off left node 1 alone, non-Primary). Pass
+# nemesis had node 2 cut off left node 1 alone, non-Primary), nor by a cut
+# of node 1's only synced peer while the third node is dead or rejoining
+# (a node that died on its own is restarted by the nemesis). Pass
 # --galera-old-guard (with NODE_KILL=0) for the control, which must be
 # caught.
 #
@@ -116,6 +118,12 @@ summary() {
 		"$(grep -E '^  stale commits' "$f" | sed 's/^ *//')" "$(grep -E '^  faults injected' "$f" | sed 's/^ *//')" \
 		"$(grep -E '^cluster faults' "$f")" "$(grep -E '^  nemesis pauses' "$f" | sed 's/^ *//')"
 }
+# Before each cut the nemesis asks which nodes run and which are synced
+# (galera.sh members): a node that died on its own is restarted (a Galera
+# joiner aborts when its donor is cut away: "State transfer cannot be
+# completed, need to abort"), and no cut leaves node 1 with no synced peer.
+G="bash $PWD/clusters/galera/galera.sh"
+guard=(--nemesis-members-cmd "$G members" --nemesis-rejoin-cmd "$G rejoin")
 # fits SECS: a run of SECS (plus 3 min of setup and repair) ends before
 # PARTITIONS_DEADLINE.
 fits() {
@@ -131,11 +139,10 @@ for set in ${FAULT_SETS:-$FAULTS}; do
 	fits "${DURATION%s}" || { log "deadline ${PARTITIONS_DEADLINE}: fenced run ${i} (${set}) not started"; table+=("fenced  ${set}: not run (deadline)"); continue; }
 	ensure "fenced run ${i}" || { rc=1; table+=("fenced  ${set}: cluster not whole, not run"); continue; }
 	log "fenced run ${i}: nemesis ${set}, ${DURATION}"
-	G="bash $PWD/clusters/galera/galera.sh"
 	kill3=()
-	((${NODE_KILL:-1})) && kill3=(--nemesis-kill 3 --nemesis-kill-cmd "$G kill" --nemesis-rejoin-cmd "$G rejoin" --nemesis-whole-cmd "$G whole")
+	((${NODE_KILL:-1})) && kill3=(--nemesis-kill 3 --nemesis-kill-cmd "$G kill" --nemesis-whole-cmd "$G whole")
 	NODE_KILL=0 FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$DURATION" \
-		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 "${kill3[@]}" \
+		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 "${guard[@]}" "${kill3[@]}" \
 		--nemesis-failover-timeout "$FO" --out "$dir/out/$i" "$@" >"$dir/run$i.txt" 2>"$dir/run$i.err" || r=$?
 	cat "$dir/run$i.txt"
 	v=$(grep -E '^violations: ' "$dir/run$i.txt" | tail -n 1)
@@ -150,7 +157,7 @@ for set in ${FAULT_SETS:-$FAULTS}; do
 	ensure "control ${i}" || { rc=1; table+=("control ${set}: cluster not whole, not run"); continue; }
 	log "control ${i}: --galera-old-guard, nemesis ${set}, ${CONTROL}"
 	NODE_KILL=0 FENCE_TORTURE_BIN="$dir/fence-torture" bash clusters/galera/torture.sh "$CONTROL" --galera-old-guard \
-		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 \
+		--nemesis "${PREFIX}:3:${SUBNET}" --nemesis-faults "$set" --nemesis-keep 1 "${guard[@]}" \
 		--nemesis-failover-timeout "$FO" --out "$dir/out/control$i" --check-timeout 3s "$@" >"$dir/control$i.txt" 2>"$dir/control$i.err" || r=$?
 	grep -E '^  (ops:|faults injected|stale commits|violations by check)|^violations|^cluster faults' "$dir/control$i.txt" || true
 	v=$(grep -E '^violations: ' "$dir/control$i.txt" | tail -n 1)

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,6 +23,17 @@ type Procs interface {
 	Kill(ctx context.Context, node int) error
 	// Rejoin starts a killed node again and returns once it has rejoined.
 	Rejoin(ctx context.Context, node int) error
+}
+
+// Prober is a Procs that can also say which nodes' processes are alive
+// and which are synced members of the primary component (Galera:
+// wsrep_local_state 4 and Primary). With it the runner restarts a node
+// that died on its own (a Galera joiner aborts when its donor is cut away,
+// "State transfer cannot be completed, need to abort": issue 31's long
+// run, where node 2 then stayed dead for 7 of the run's 8.5 minutes) and
+// does not cut the kept node off from the only other synced member.
+type Prober interface {
+	Members(ctx context.Context) (alive, synced []int, err error)
 }
 
 // Runner plays a schedule on a Net.
@@ -129,13 +141,12 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			if !wait(at) {
 				return nil
 			}
-			for _, n := range r.downNodes() {
-				r.rejoin(ctx, i, Step{Kind: Kill, Node: n}, start, 1)
-			}
-			if down := r.downSet(); len(down) > 0 && !KeepsQuorum(nodes, keep, down, s.Cuts) {
-				r.note(i, s, fmt.Sprintf("skipped: would leave node %d in a minority with node(s) %v down", keep, r.downNodes()), time.Since(start))
-				at += s.Hold + s.Gap
-				continue
+			if f == 0 || s.Gap >= time.Second {
+				if why := r.guard(ctx, i, s, start, nodes, keep); why != "" {
+					r.note(i, s, "skipped: "+why, time.Since(start))
+					at += s.Hold + s.Gap
+					continue
+				}
 			}
 			what := "cut"
 			for _, c := range s.Cuts {
@@ -173,12 +184,92 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	return err
 }
 
+// guard runs before a cut: it rejoins the nodes that are down (killed by
+// the schedule, or found dead), and returns why the cut must not be made
+// ("" if it may): it would leave keep without a majority of the nodes,
+// counting a node down, or with a Prober one that is not a synced member.
+func (r *Runner) guard(ctx context.Context, i int, s Step, start time.Time, nodes, keep int) string {
+	out := r.revive(ctx, i, s, start, nodes)
+	if out == nil {
+		out = r.downSet()
+	}
+	if len(out) > 0 && !KeepsQuorum(nodes, keep, out, s.Cuts) {
+		var ns []int
+		for n := 1; n <= nodes; n++ {
+			if out[n] {
+				ns = append(ns, n)
+			}
+		}
+		return fmt.Sprintf("would leave node %d in a minority with node(s) %v down or not synced", keep, ns)
+	}
+	return ""
+}
+
+// revive marks the nodes a Prober finds dead as down, rejoins every node
+// down once, and returns the nodes that are not synced members (nil
+// without a Prober, or when it failed).
+func (r *Runner) revive(ctx context.Context, i int, s Step, start time.Time, nodes int) map[int]bool {
+	p, _ := r.Procs.(Prober)
+	var synced []int
+	probed := false
+	if p != nil {
+		alive, sy, err := p.Members(ctx)
+		if err != nil {
+			r.note(i, s, "error: members: "+err.Error(), time.Since(start))
+		} else {
+			probed, synced = true, sy
+			for n := 1; n <= nodes; n++ {
+				if slices.Contains(alive, n) {
+					continue
+				}
+				r.mu.Lock()
+				if r.down == nil {
+					r.down = map[int]bool{}
+				}
+				found := !r.down[n]
+				r.down[n] = true
+				r.mu.Unlock()
+				if found {
+					r.count("found-dead")
+					r.note(i, Step{Kind: Kill, Node: n}, fmt.Sprintf("node %d found dead", n), time.Since(start))
+				}
+			}
+		}
+	}
+	rejoined := false
+	for _, n := range r.downNodes() {
+		r.rejoin(ctx, i, Step{Kind: Kill, Node: n}, start, 1)
+		rejoined = rejoined || !r.downSet()[n]
+	}
+	if probed && rejoined {
+		// Another look now that they are back.
+		_, sy, err := p.Members(ctx)
+		if err != nil {
+			r.note(i, s, "error: members: "+err.Error(), time.Since(start))
+			probed = false
+		}
+		synced = sy
+	}
+	if !probed {
+		return nil
+	}
+	out := r.downSet()
+	for n := 1; n <= nodes; n++ {
+		if !slices.Contains(synced, n) {
+			out[n] = true
+		}
+	}
+	return out
+}
+
 // kill carries out a Kill step's kill: once the cluster is whole.
 func (r *Runner) kill(ctx context.Context, i int, s Step, start time.Time) {
 	if r.Procs == nil {
 		r.note(i, s, "skipped: no way to kill a node (Procs)", time.Since(start))
 		return
 	}
+	// A node that died on its own is started again first.
+	r.revive(ctx, i, s, start, max(r.Rec.Net.Nodes, r.Rec.Plan.Nodes))
 	ww := r.WholeWait
 	if ww <= 0 {
 		ww = 60 * time.Second

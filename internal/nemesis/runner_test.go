@@ -157,3 +157,128 @@ func (w *wholeAfter) Whole(ctx context.Context) error {
 	}
 	return w.fakeCluster.Whole(ctx)
 }
+
+// probed is a fakeCluster whose nodes can die or fall out of sync on their
+// own (a Galera joiner aborting when its donor is cut away; a node still
+// rejoining after a heal), seen through Members.
+type probed struct {
+	fakeCluster
+	unsynced map[int]bool
+	joining  int // Members calls that still see a rejoined node unsynced
+	heals    int
+	onHeal   func(p *probed) // after each heal, under mu
+}
+
+// Rejoin brings the node back alive but still joining for the next
+// 2 looks.
+func (p *probed) Rejoin(ctx context.Context, n int) error {
+	if err := p.fakeCluster.Rejoin(ctx, n); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unsynced[n], p.joining = true, 2
+	return nil
+}
+
+func (p *probed) Heal(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cuts = nil
+	p.heals++
+	if p.onHeal != nil {
+		p.onHeal(p)
+	}
+	return nil
+}
+
+func (p *probed) Members(context.Context) (alive, synced []int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.joining > 0 {
+		if p.joining--; p.joining == 0 {
+			clear(p.unsynced)
+		}
+	}
+	for n := 1; n <= 3; n++ {
+		if !p.down[n] {
+			alive = append(alive, n)
+			if !p.unsynced[n] {
+				synced = append(synced, n)
+			}
+		}
+	}
+	return alive, synced, nil
+}
+
+func (p *probed) Drop(ctx context.Context, a, b int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cuts = append(p.cuts, [2]int{a, b})
+	out := map[int]bool{}
+	for n := range p.down {
+		out[n] = true
+	}
+	for n := range p.unsynced {
+		out[n] = true
+	}
+	if !KeepsQuorum(3, 1, out, p.cuts) {
+		p.minority = append(p.minority, "drop")
+	}
+	return nil
+}
+
+// Issue 31's long run: node 2, rejoining after a cut, aborted when its
+// donor (node 3) was cut away, and the nemesis went on isolating node 3,
+// each time leaving node 1 alone. With a Prober the runner finds node 2
+// dead and restarts it, and cuts neither node 3 off while node 2 is down
+// nor while it is alive but not yet synced.
+func TestRunnerRevivesNodeThatDiedAndSparesKeep(t *testing.T) {
+	ms := time.Millisecond
+	iso := func(v int) [][2]int {
+		var c [][2]int
+		for o := 1; o <= 3; o++ {
+			if o != v {
+				c = append(c, [2]int{v, o}, [2]int{o, v})
+			}
+		}
+		return c
+	}
+	rec := &Record{Net: Net{Prefix: "fk", Nodes: 3, Subnet: "10.0.0"}, Plan: Plan{Nodes: 3, Keep: 1},
+		Steps: []Step{
+			{At: 0, Kind: Isolate, Cuts: iso(2), Hold: 5 * ms, Flaps: 1},
+			{At: 10 * ms, Kind: Isolate, Cuts: iso(3), Hold: 5 * ms, Flaps: 1}, // node 2 dead, its rejoin fails: skipped
+			{At: 20 * ms, Kind: Isolate, Cuts: iso(3), Hold: 5 * ms, Flaps: 1}, // node 2 rejoined but not synced: skipped
+			{At: 30 * ms, Kind: Isolate, Cuts: iso(3), Hold: 5 * ms, Flaps: 1}, // node 2 synced: played
+		}}
+	p := &probed{fakeCluster: fakeCluster{t: t, down: map[int]bool{}, failRejoins: 1}, unsynced: map[int]bool{}}
+	p.onHeal = func(p *probed) {
+		if p.heals == 1 { // node 2 aborts after the first cut
+			p.down[2] = true
+		}
+	}
+	r := &Runner{Net: p, Procs: p, Rec: rec}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var whats []string
+	for _, e := range rec.Applied {
+		whats = append(whats, e.What)
+	}
+	j := strings.Join(whats, " | ")
+	if len(p.minority) > 0 {
+		t.Fatalf("node 1 left in a minority: %s", j)
+	}
+	if !strings.Contains(j, "node 2 found dead") || r.Counts()["rejoin"] != 1 {
+		t.Errorf("node 2 not found dead and rejoined once (counts %v): %s", r.Counts(), j)
+	}
+	if n := strings.Count(j, "skipped: would leave node 1 in a minority"); n != 2 {
+		t.Errorf("%d cuts of node 3 skipped, want 2 (node 2 dead, then joining): %s", n, j)
+	}
+	if n := strings.Count(j, "cut"); n != 2 {
+		t.Errorf("%d cuts played, want 2: %s", n, j)
+	}
+	if len(p.down) != 0 {
+		t.Errorf("node 2 still down at the end: %s", j)
+	}
+}

@@ -50,10 +50,55 @@ type NemesisConfig struct {
 	// node is up and in the primary component.
 	Kill                         int
 	KillCmd, RejoinCmd, WholeCmd string
+	// MembersCmd, when set, prints "alive: N…" and "synced: N…" (galera.sh
+	// members): the runner then restarts a node that died on its own and
+	// does not cut node Keep off from the only other synced member
+	// (nemesis.Prober).
+	MembersCmd string
 }
 
 // cmdProcs runs a NemesisConfig's commands.
 type cmdProcs struct{ kill, rejoin, whole string }
+
+// cmdProber is a cmdProcs with a members command.
+type cmdProber struct {
+	cmdProcs
+	members string
+}
+
+func (p cmdProber) Members(ctx context.Context) (alive, synced []int, err error) {
+	var out bytes.Buffer
+	c := exec.CommandContext(ctx, "sh", "-c", p.members)
+	c.Stdout = &out
+	if err := c.Run(); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p.members, err)
+	}
+	seen := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "alive" && k != "synced") {
+			continue
+		}
+		seen++
+		var ns []int
+		for _, f := range strings.Fields(v) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %q is not a node number", p.members, f)
+			}
+			ns = append(ns, n)
+		}
+		if k == "alive" {
+			alive = ns
+		} else {
+			synced = ns
+		}
+	}
+	if seen != 2 {
+		return nil, nil, fmt.Errorf("%s printed no alive: and synced: lines", p.members)
+	}
+	return alive, synced, nil
+}
 
 func runSh(ctx context.Context, cmd string, args ...string) error {
 	line := cmd
@@ -141,7 +186,9 @@ func (h *harness) startPartitions(ctx context.Context) (*partitionRun, error) {
 		case "rejoin":
 			h.stats.fault(fmt.Sprintf("node%d-rejoined", s.Node))
 		default:
-			if strings.HasPrefix(e.What, "skipped") {
+			if strings.HasSuffix(e.What, "found dead") {
+				h.stats.fault(fmt.Sprintf("node%d-found-dead", s.Node))
+			} else if strings.HasPrefix(e.What, "skipped") {
 				h.stats.fault("net-skipped")
 			} else if strings.HasPrefix(e.What, "error: rejoin") {
 				h.stats.fault(fmt.Sprintf("node%d-rejoin-failed", s.Node))
@@ -151,8 +198,16 @@ func (h *harness) startPartitions(ctx context.Context) (*partitionRun, error) {
 			fmt.Fprintf(p, "nemesis %6.1fs: %s (%s)\n", e.T.Seconds(), e.What, s)
 		}
 	}}
-	if nc.KillCmd != "" {
-		pr.runner.Procs = cmdProcs{kill: nc.KillCmd, rejoin: nc.RejoinCmd, whole: nc.WholeCmd}
+	if nc.KillCmd != "" || nc.MembersCmd != "" {
+		cp := cmdProcs{kill: nc.KillCmd, rejoin: nc.RejoinCmd, whole: nc.WholeCmd}
+		if nc.MembersCmd != "" {
+			if nc.RejoinCmd == "" {
+				return nil, fmt.Errorf("torture: the nemesis's members command needs the rejoin command (to restart a node found dead)")
+			}
+			pr.runner.Procs = cmdProber{cmdProcs: cp, members: nc.MembersCmd}
+		} else {
+			pr.runner.Procs = cp
+		}
 	}
 	go func() { pr.done <- pr.runner.Run(pctx) }()
 	return pr, nil
