@@ -51,9 +51,11 @@ type Runner struct {
 	// is called).
 	Start time.Time
 	// WholeWait bounds the wait for a whole cluster before a kill (0: 60 s);
-	// RejoinTries is how many times a rejoin is tried in a row (0: 3).
-	WholeWait   time.Duration
-	RejoinTries int
+	// SyncWait the wait, before a cut, for the nodes it needs synced (0:
+	// 15 s; then the cut is skipped); RejoinTries is how many times a
+	// rejoin is tried in a row (0: 3).
+	WholeWait, SyncWait time.Duration
+	RejoinTries         int
 	// Log, when set, is told every action as it happens (progress output).
 	Log func(Event, Step)
 
@@ -73,9 +75,11 @@ type Runner struct {
 // node, waits its Hold and rejoins it, trying RejoinTries times; the steps
 // after it are shifted by the time that took, so every step keeps its
 // quiet gap. A node whose rejoin failed is rejoined again before each
-// later step and after each heal; while it is down, a step whose cuts
-// would leave Keep without a majority (KeepsQuorum) is skipped and
-// recorded as such.
+// later step and after each heal; while it is down (or, with a Prober,
+// while a node it needs is not synced: waited for up to SyncWait), a step
+// whose cuts would leave Keep without a majority (KeepsQuorum) is skipped
+// and recorded as such. Time spent waiting before a cut or a kill shifts
+// the rest of the schedule: holds and gaps are kept as drawn.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	start := r.Start
 	if start.IsZero() {
@@ -117,6 +121,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			return false
 		}
 	}
+	// catchUp shifts the rest of the schedule when it runs late at the
+	// planned offset at.
+	catchUp := func(at time.Duration) {
+		if late := time.Since(start) - (at + shift); late > 0 {
+			shift += late
+		}
+	}
 	tries := max(r.RejoinTries, 1)
 	if r.RejoinTries == 0 {
 		tries = 3
@@ -127,6 +138,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			r.kill(ctx, i, s, start)
+			// The node stays down for the whole Hold, however long the
+			// wait for a whole cluster took.
+			catchUp(s.At)
 			if !wait(s.At + s.Hold) {
 				return nil
 			}
@@ -142,7 +156,19 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			if f == 0 || s.Gap >= time.Second {
-				if why := r.guard(ctx, i, s, start, nodes, keep); why != "" {
+				// A node still resyncing after the last heal is waited for
+				// (up to SyncWait), not cut around.
+				why := r.guard(ctx, i, s, start, nodes, keep)
+				for deadline := time.Now().Add(r.syncWait()); why != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
+					select {
+					case <-time.After(500 * time.Millisecond):
+					case <-ctx.Done():
+					}
+					why = r.guard(ctx, i, s, start, nodes, keep)
+				}
+				// The hold is not shortened by the time the guard took.
+				catchUp(at)
+				if why != "" {
 					r.note(i, s, "skipped: "+why, time.Since(start))
 					at += s.Hold + s.Gap
 					continue
@@ -182,6 +208,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 	}
 	return err
+}
+
+func (r *Runner) syncWait() time.Duration {
+	if r.SyncWait > 0 {
+		return r.SyncWait
+	}
+	return 15 * time.Second
 }
 
 // guard runs before a cut: it rejoins the nodes that are down (killed by

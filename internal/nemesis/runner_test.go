@@ -92,7 +92,7 @@ func TestRunnerNodeDownNeverLeavesKeepInMinority(t *testing.T) {
 	// own) is played with node 3 down, and the rejoin tried after its heal
 	// succeeds.
 	f := &fakeCluster{t: t, down: map[int]bool{}, failRejoins: 6}
-	r := &Runner{Net: f, Procs: f, Rec: rec}
+	r := &Runner{Net: f, Procs: f, Rec: rec, SyncWait: time.Nanosecond} // skip at once, not wait for the rejoin
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -231,9 +231,17 @@ func (p *probed) Drop(ctx context.Context, a, b int) error {
 // Issue 31's long run: node 2, rejoining after a cut, aborted when its
 // donor (node 3) was cut away, and the nemesis went on isolating node 3,
 // each time leaving node 1 alone. With a Prober the runner finds node 2
-// dead and restarts it, and cuts neither node 3 off while node 2 is down
-// nor while it is alive but not yet synced.
+// dead and restarts it, and cuts node 3 off neither while node 2 is down
+// nor while it is alive but not yet synced: with a short SyncWait it skips
+// those cuts, with a longer one it waits for node 2 and then cuts, the
+// hold as drawn.
 func TestRunnerRevivesNodeThatDiedAndSparesKeep(t *testing.T) {
+	for _, wait := range []time.Duration{time.Nanosecond, 5 * time.Second} {
+		t.Run(wait.String(), func(t *testing.T) { reviveCase(t, wait) })
+	}
+}
+
+func reviveCase(t *testing.T, syncWait time.Duration) {
 	ms := time.Millisecond
 	iso := func(v int) [][2]int {
 		var c [][2]int
@@ -246,10 +254,10 @@ func TestRunnerRevivesNodeThatDiedAndSparesKeep(t *testing.T) {
 	}
 	rec := &Record{Net: Net{Prefix: "fk", Nodes: 3, Subnet: "10.0.0"}, Plan: Plan{Nodes: 3, Keep: 1},
 		Steps: []Step{
-			{At: 0, Kind: Isolate, Cuts: iso(2), Hold: 5 * ms, Flaps: 1},
-			{At: 10 * ms, Kind: Isolate, Cuts: iso(3), Hold: 5 * ms, Flaps: 1}, // node 2 dead, its rejoin fails: skipped
-			{At: 20 * ms, Kind: Isolate, Cuts: iso(3), Hold: 5 * ms, Flaps: 1}, // node 2 rejoined but not synced: skipped
-			{At: 30 * ms, Kind: Isolate, Cuts: iso(3), Hold: 5 * ms, Flaps: 1}, // node 2 synced: played
+			{At: 0, Kind: Isolate, Cuts: iso(2), Hold: 50 * ms, Flaps: 1},
+			{At: 100 * ms, Kind: Isolate, Cuts: iso(3), Hold: 50 * ms, Flaps: 1}, // node 2 dead, its rejoin fails
+			{At: 200 * ms, Kind: Isolate, Cuts: iso(3), Hold: 50 * ms, Flaps: 1}, // node 2 rejoined but not synced
+			{At: 300 * ms, Kind: Isolate, Cuts: iso(3), Hold: 50 * ms, Flaps: 1}, // node 2 synced
 		}}
 	p := &probed{fakeCluster: fakeCluster{t: t, down: map[int]bool{}, failRejoins: 1}, unsynced: map[int]bool{}}
 	p.onHeal = func(p *probed) {
@@ -257,13 +265,22 @@ func TestRunnerRevivesNodeThatDiedAndSparesKeep(t *testing.T) {
 			p.down[2] = true
 		}
 	}
-	r := &Runner{Net: p, Procs: p, Rec: rec}
+	r := &Runner{Net: p, Procs: p, Rec: rec, SyncWait: syncWait}
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var whats []string
+	var cutAt time.Duration
 	for _, e := range rec.Applied {
 		whats = append(whats, e.What)
+		switch e.What {
+		case "cut":
+			cutAt = e.T
+		case "heal":
+			if d := e.T - cutAt; d < 50*ms {
+				t.Errorf("a cut held %s, drawn 50ms", d)
+			}
+		}
 	}
 	j := strings.Join(whats, " | ")
 	if len(p.minority) > 0 {
@@ -272,11 +289,15 @@ func TestRunnerRevivesNodeThatDiedAndSparesKeep(t *testing.T) {
 	if !strings.Contains(j, "node 2 found dead") || r.Counts()["rejoin"] != 1 {
 		t.Errorf("node 2 not found dead and rejoined once (counts %v): %s", r.Counts(), j)
 	}
-	if n := strings.Count(j, "skipped: would leave node 1 in a minority"); n != 2 {
-		t.Errorf("%d cuts of node 3 skipped, want 2 (node 2 dead, then joining): %s", n, j)
+	wantSkips, wantCuts := 2, 2
+	if syncWait > time.Second {
+		wantSkips, wantCuts = 0, 4
 	}
-	if n := strings.Count(j, "cut"); n != 2 {
-		t.Errorf("%d cuts played, want 2: %s", n, j)
+	if n := strings.Count(j, "skipped: would leave node 1 in a minority"); n != wantSkips {
+		t.Errorf("%d cuts of node 3 skipped, want %d: %s", n, wantSkips, j)
+	}
+	if n := strings.Count(j, "cut"); n != wantCuts {
+		t.Errorf("%d cuts played, want %d: %s", n, wantCuts, j)
 	}
 	if len(p.down) != 0 {
 		t.Errorf("node 2 still down at the end: %s", j)
