@@ -168,6 +168,10 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				}
 				// The hold is not shortened by the time the guard took.
 				catchUp(at)
+				if ctx.Err() != nil {
+					// The run ended while the guard waited: no cut now.
+					return err
+				}
 				if why != "" {
 					r.note(i, s, "skipped: "+why, time.Since(start))
 					at += s.Hold + s.Gap
@@ -178,7 +182,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			for _, c := range s.Cuts {
 				if cerr := r.Net.Drop(ctx, c[0], c[1]); cerr != nil {
 					what = "error: " + cerr.Error()
-					if err == nil {
+					if err == nil && ctx.Err() == nil { // not the run's end
 						err = cerr
 					}
 				}

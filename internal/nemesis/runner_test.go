@@ -192,7 +192,10 @@ func (p *probed) Heal(ctx context.Context) error {
 	return nil
 }
 
-func (p *probed) Members(context.Context) (alive, synced []int, err error) {
+func (p *probed) Members(ctx context.Context) (alive, synced []int, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err // as the members command, killed
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.joining > 0 {
@@ -301,5 +304,25 @@ func reviveCase(t *testing.T, syncWait time.Duration) {
 	}
 	if len(p.down) != 0 {
 		t.Errorf("node 2 still down at the end: %s", j)
+	}
+}
+
+// The run ending while the guard waits for a node to resync is not a
+// failure to cut (the isolate run of the hour ended with exit 2 so: "ip
+// … route replace …: context canceled").
+func TestRunnerEndDuringGuardIsNoError(t *testing.T) {
+	rec := &Record{Net: Net{Prefix: "fk", Nodes: 3, Subnet: "10.0.0"}, Plan: Plan{Nodes: 3, Keep: 1},
+		Steps: []Step{{At: 0, Kind: Isolate, Cuts: [][2]int{{1, 3}, {3, 1}, {2, 3}, {3, 2}}, Hold: time.Second, Flaps: 1}}}
+	p := &probed{fakeCluster: fakeCluster{t: t, down: map[int]bool{}}, unsynced: map[int]bool{2: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r := &Runner{Net: p, Procs: p, Rec: rec, SyncWait: time.Minute}
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("run ended during the guard's wait: %v", err)
+	}
+	for _, e := range rec.Applied {
+		if e.What == "cut" {
+			t.Fatalf("cut after the run ended: %+v", rec.Applied)
+		}
 	}
 }
