@@ -12,6 +12,13 @@
 #   galera.sh dsns           the three DSNs, comma-separated (FENCE_TEST_GALERA)
 #   galera.sh kill N         SIGKILL node N (a crash)
 #   galera.sh rejoin N       start node N again and wait until it is Synced
+#   galera.sh whole [SECS]   exit 0 if every node is up, Synced, ready, Primary
+#                            and sees 3 members (within SECS, default 0: now);
+#                            else print the nodes that are not and exit 1
+#                            (the partition nemesis asks before it kills a node)
+#   galera.sh members        two lines: "alive: N…" (the nodes whose server
+#                            runs) and "synced: N…" (those Synced and Primary;
+#                            the partition nemesis asks before each cut)
 #   galera.sh ensure         make the running cluster whole again after faults:
 #                            every node Synced, ready, in a primary component
 #                            of 3; a node that is not (non-Primary after a
@@ -476,6 +483,19 @@ cmd_ensure() {
 	cmd_start
 }
 
+# cmd_members: the nodes alive, and those synced in a primary component.
+cmd_members() {
+	local n alive="" synced=""
+	for n in "${NODES[@]}"; do
+		node_alive "$n" || continue
+		alive+=" ${n}"
+		[[ "$(status_var "$n" wsrep_cluster_status)" == Primary &&
+			"$(status_var "$n" wsrep_local_state)" == 4 ]] && synced+=" ${n}"
+	done
+	echo "alive:${alive}"
+	echo "synced:${synced}"
+}
+
 check_node() { [[ "${1:-}" =~ ^[123]$ ]] || die "node must be 1, 2 or 3, got '${1:-}'"; }
 
 case "${1:-}" in
@@ -487,6 +507,11 @@ dsns) cmd_dsns ;;
 kill) check_node "${2:-}" && cmd_kill "$2" ;;
 rejoin) check_node "${2:-}" && cmd_rejoin "$2" ;;
 ensure) cmd_ensure ;;
+members) cmd_members ;;
+whole)
+	[[ "${2:-0}" =~ ^[0-9]+$ ]] || die "whole: SECS must be a number, got '${2}'"
+	bad=$(wait_whole "${2:-0}") || die "not whole: node(s) ${bad}"
+	;;
 sql)
 	check_node "${2:-}"
 	n=$2
@@ -497,5 +522,5 @@ clean)
 	cmd_stop
 	rm -rf "$DIR"
 	;;
-*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|ensure|sql N SQL|clean" ;;
+*) die "usage: $0 start|stop|status|dsn N|dsns|kill N|rejoin N|whole [SECS]|members|ensure|sql N SQL|clean" ;;
 esac

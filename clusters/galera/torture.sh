@@ -19,7 +19,9 @@
 # Environment: FENCE_GALERA_DIR (as galera.sh), FENCE_TORTURE_BIN (default:
 # go build ./cmd/fence-torture), LAG_SECONDS (default 2), NODE_KILL (default
 # 1; 0 leaves node 3 alone, e.g. for the --galera-old-guard control, which
-# needs only the apply lag and concurrent takeovers). Prints the
+# needs only the apply lag and concurrent takeovers, and under the partition
+# nemesis, which kills node 3 itself as a step of its schedule so that no
+# cut is held while the node is down: clusters/partitions.sh). Prints the
 # torture's summary, then the faults injected; exits with the torture's
 # status (0: violations 0).
 set -euo pipefail
@@ -72,7 +74,11 @@ rc=0
 wait "$tpid" || rc=$?
 ((killed == 1)) && bash $G rejoin 3 >/dev/null 2>&1 && rejoins=$((rejoins + 1))
 cat "$out"
-echo "cluster faults injected: apply lag on node 2 ${lags} x ${LAG}s, node 3 SIGKILLed ${kills}, rejoined ${rejoins}"
+if ((NODE_KILL)); then
+	echo "cluster faults injected: apply lag on node 2 ${lags} x ${LAG}s, node 3 SIGKILLed ${kills}, rejoined ${rejoins}"
+else
+	echo "cluster faults injected: apply lag on node 2 ${lags} x ${LAG}s, node 3 not killed by torture.sh (NODE_KILL=0)"
+fi
 tail -n 3 "${out}.err" >&2 || true
 rm -f "$out" "${out}.err"
 exit "$rc"

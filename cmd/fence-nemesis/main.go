@@ -42,6 +42,7 @@ func run(args []string) int {
 	ttl := fs.Duration("ttl", 2*time.Second, "schedule: lease TTL")
 	fo := fs.Duration("failover-timeout", 6*time.Second, "schedule: the cluster's failover timeout")
 	keep := fs.Int("keep", 0, "schedule: a node never cut off into a minority")
+	kill := fs.Int("kill", 0, "schedule: a node SIGKILLed once, a third into the run, and rejoined (partitions.sh: 3)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -66,7 +67,7 @@ func run(args []string) int {
 		var ks []string
 		if ks, err = nemesis.ParseKinds(*kinds); err == nil {
 			var steps []nemesis.Step
-			steps, err = nemesis.Generate(rand.New(rand.NewPCG(*seed, 3<<32)), nemesis.Plan{Nodes: n.Nodes, Kinds: ks, Duration: *dur, TTL: *ttl, FailoverTimeout: *fo, Keep: *keep})
+			steps, err = nemesis.Generate(rand.New(rand.NewPCG(*seed, 3<<32)), nemesis.Plan{Nodes: n.Nodes, Kinds: ks, Duration: *dur, TTL: *ttl, FailoverTimeout: *fo, Keep: *keep, Kill: *kill})
 			for _, s := range steps {
 				fmt.Println(s)
 			}

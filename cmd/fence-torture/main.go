@@ -63,11 +63,18 @@ func run() int {
 	var nemFO time.Duration
 	var nemKeep int
 	var nemReplay string
+	var nemKill int
+	var nemKillCmd, nemRejoinCmd, nemWholeCmd, nemMembersCmd string
 	flag.StringVar(&nemNet, "nemesis", "", "network partitions between the cluster's nodes, each in a network namespace (fence-nemesis up): PREFIX:NODES:SUBNET, e.g. fn:3:10.77.0; the schedule is drawn from --seed and written to --out/nemesis.json (clusters/partitions.sh)")
 	flag.StringVar(&nemKinds, "nemesis-faults", "all", "with --nemesis: split, isolate, bridge, oneway, flap-short, flap-long, or all")
 	flag.DurationVar(&nemFO, "nemesis-failover-timeout", 6*time.Second, "with --nemesis: the cluster's failover timeout; cuts are drawn shorter and longer than it and the TTL")
 	flag.IntVar(&nemKeep, "nemesis-keep", 0, "with --nemesis: a node never cut off into a minority (the --dsn node on Galera, whose binary log orders the checks)")
 	flag.StringVar(&nemReplay, "nemesis-replay", "", "with --nemesis: play this recorded schedule (an earlier run's nemesis.json) instead of drawing one; use the same --seed")
+	flag.IntVar(&nemKill, "nemesis-kill", 0, "with --nemesis: SIGKILL this node once, a third into the run, and rejoin it 5 s later, as a step of the schedule (no cut while it is down; killed only when --nemesis-whole-cmd says the cluster is whole)")
+	flag.StringVar(&nemKillCmd, "nemesis-kill-cmd", "", "with --nemesis-kill: shell command to kill a node, its number appended (e.g. 'bash clusters/galera/galera.sh kill')")
+	flag.StringVar(&nemRejoinCmd, "nemesis-rejoin-cmd", "", "with --nemesis-kill: shell command that restarts a node and returns once it has rejoined, its number appended")
+	flag.StringVar(&nemWholeCmd, "nemesis-whole-cmd", "", "with --nemesis-kill: shell command that exits 0 when every node is up and in the primary component")
+	flag.StringVar(&nemMembersCmd, "nemesis-members-cmd", "", "with --nemesis: shell command printing 'alive: N…' and 'synced: N…' (galera.sh members); asked before each cut: a node found dead is restarted (--nemesis-rejoin-cmd) and no cut leaves --nemesis-keep without a majority of synced nodes")
 	strict := true
 	flag.BoolVar(&strict, "strict-acquire", strict, "take an acquire reported as a definite failure at its word: one that committed is a violation (--strict-acquire=false models it as maybe and counts such commits on the summary's FINDING line)")
 	flag.Parse()
@@ -79,6 +86,7 @@ func run() int {
 			return 2
 		}
 		nc.FailoverTimeout, nc.Keep, nc.Replay = nemFO, nemKeep, nemReplay
+		nc.Kill, nc.KillCmd, nc.RejoinCmd, nc.WholeCmd, nc.MembersCmd = nemKill, nemKillCmd, nemRejoinCmd, nemWholeCmd, nemMembersCmd
 		cfg.Nemesis = nc
 	}
 	for _, d := range strings.Split(clientDSNs, ",") {

@@ -29,6 +29,14 @@ const (
 	// FlapLong does the same with cuts longer than the TTL and than the
 	// cluster's failover timeout.
 	FlapLong = "flap-long"
+	// Kill is a process fault, not a network one: node Step.Node is
+	// SIGKILLed, kept down for Hold, then rejoined (Runner.Procs). It is
+	// not drawn from Kinds: Plan.Kill puts one in the schedule. No cut is
+	// held while the node is down or rejoining (the steps never overlap),
+	// and a killed node is only killed when the cluster is whole: with a
+	// node down, any further cut could leave Keep in a minority (issue 31:
+	// node 3 killed while node 2 was cut off left node 1 alone).
+	Kill = "kill"
 )
 
 // Kinds lists every fault kind.
@@ -71,6 +79,10 @@ type Plan struct {
 	// dropping side of a one-way cut (the harness's own node, whose view
 	// of the cluster orders the checks).
 	Keep int
+	// Kill, when not 0, is a node SIGKILLed once, KillAt into the schedule
+	// (0: a third of Duration), and rejoined after KillDown (0: 5 s).
+	Kill             int
+	KillAt, KillDown time.Duration
 }
 
 // Step is one fault of a schedule: at At (since the schedule started) the
@@ -82,10 +94,14 @@ type Step struct {
 	Cuts  [][2]int      `json:"cuts"` // (from, to): from drops what it sends to
 	Hold  time.Duration `json:"hold_ns"`
 	Flaps int           `json:"flaps,omitempty"`
+	Node  int           `json:"node,omitempty"` // Kill: the node killed
 	Gap   time.Duration `json:"gap_ns,omitempty"`
 }
 
 func (s Step) String() string {
+	if s.Kind == Kill {
+		return fmt.Sprintf("kill at %s: node %d down for %s, then rejoined", s.At.Round(time.Millisecond), s.Node, s.Hold.Round(time.Millisecond))
+	}
 	c := make([]string, len(s.Cuts))
 	for i, p := range s.Cuts {
 		c[i] = fmt.Sprintf("%d->%d", p[0], p[1])
@@ -116,6 +132,17 @@ func Generate(rng *rand.Rand, p Plan) ([]Step, error) {
 	if p.Nodes < 3 && slices.Contains(p.Kinds, Bridge) {
 		return nil, fmt.Errorf("nemesis: a bridge needs 3 nodes")
 	}
+	if p.Kill != 0 && (p.Kill < 1 || p.Kill > p.Nodes || p.Kill == p.Keep) {
+		return nil, fmt.Errorf("nemesis: cannot kill node %d of %d (kept: %d)", p.Kill, p.Nodes, p.Keep)
+	}
+	killAt, killDown := p.KillAt, p.KillDown
+	if killAt <= 0 {
+		killAt = p.Duration / 3
+	}
+	if killDown <= 0 {
+		killDown = 5 * time.Second
+	}
+	killed := p.Kill == 0
 	ms := func(lo, hi time.Duration) time.Duration { // uniform in [lo, hi)
 		if hi <= lo {
 			return lo
@@ -130,6 +157,16 @@ func Generate(rng *rand.Rand, p Plan) ([]Step, error) {
 		if len(order) == 0 {
 			order = slices.Clone(p.Kinds)
 			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		}
+		if !killed && t >= killAt {
+			// The kill takes the place of a cut: nothing else is cut while
+			// the node is down (the runner shifts the steps after it by the
+			// time the rejoin took).
+			killed = true
+			s := Step{At: t, Kind: Kill, Node: p.Kill, Hold: killDown, Flaps: 1}
+			steps = append(steps, s)
+			t = s.end() + ms(time.Second, 3*time.Second)
+			continue
 		}
 		k := order[0]
 		order = order[1:]
@@ -201,6 +238,55 @@ func Generate(rng *rand.Rand, p Plan) ([]Step, error) {
 		t = s.end() + ms(time.Second, 3*time.Second)
 	}
 	return steps, nil
+}
+
+// KeepsQuorum reports whether node keep is in a primary component when the
+// nodes in down are dead and the cuts are held: some set of live nodes that
+// contains keep, every two of them linked both ways (a cut either way
+// breaks a link), is a strict majority of all nodes. Galera's quorum is
+// counted against the last primary view, which is at least as lenient;
+// this is the conservative rule the runner holds to.
+func KeepsQuorum(nodes, keep int, down map[int]bool, cuts [][2]int) bool {
+	if keep == 0 {
+		return true
+	}
+	if down[keep] {
+		return false
+	}
+	cut := map[[2]int]bool{}
+	for _, c := range cuts {
+		cut[c] = true
+		cut[[2]int{c[1], c[0]}] = true
+	}
+	best := 0
+	// Every set of live nodes with keep in it (bit i-1: node i).
+	for m := 0; m < 1<<nodes; m++ {
+		if m&(1<<(keep-1)) == 0 {
+			continue
+		}
+		var in []int
+		ok := true
+		for i := 1; i <= nodes && ok; i++ {
+			if m&(1<<(i-1)) == 0 {
+				continue
+			}
+			if down[i] {
+				ok = false
+				break
+			}
+			for _, j := range in {
+				if cut[[2]int{i, j}] {
+					ok = false
+					break
+				}
+			}
+			in = append(in, i)
+		}
+		if ok && len(in) > best {
+			best = len(in)
+		}
+	}
+	return 2*best > nodes
 }
 
 // Record is a schedule as written with a run's history: enough to run the

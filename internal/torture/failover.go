@@ -235,6 +235,9 @@ func (h *harness) failoverWait() { h.fo.bg.Wait() }
 // began after the primary was lost and committed ends it) and the latency
 // of fenced writes.
 func (h *harness) noteOp(o *op) {
+	if h.cfg.Nemesis != nil {
+		h.commits.add(o)
+	}
 	if o.Res != resOK {
 		return
 	}

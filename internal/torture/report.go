@@ -133,6 +133,9 @@ type Result struct {
 	// was applied when), NemesisSteps how many steps it had.
 	NemesisFile  string
 	NemesisSteps int
+	// NetPauses: after each cut, heal, kill and rejoin of the nemesis, the
+	// time until an operation begun after it committed (partition.go).
+	NetPauses []Pause
 	// CommitOrder says what numbered the event log: the clock row, or a
 	// Galera node's binary log (with the transactions and events read).
 	CommitOrder string
@@ -327,6 +330,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 			f = "not written (no --out)"
 		}
 		fmt.Fprintf(w, "  nemesis schedule: %d steps, %s\n", r.NemesisSteps, f)
+		if len(r.NetPauses) > 0 {
+			fmt.Fprintf(w, "  nemesis pauses (from the event to the commit of the first operation begun after it; quiet: 1 s before a cut, capped at 1 s): %s\n", pauseSummary(r.NetPauses))
+		}
 	}
 	fmt.Fprintf(w, "  ambiguous ops: %d\n", r.Ambiguous)
 	fmt.Fprintf(w, "  errors seen (failed or ambiguous ops): %s\n", sortedKV(r.ErrClasses))

@@ -156,6 +156,9 @@ type harness struct {
 	ext           []*extResource
 	window        atomic.Int64 // the window clients are running in
 	fo            failoverState
+	// commits are the committed operations' spans, for the pauses after
+	// the partition nemesis's steps (partition.go).
+	commits commitSpans
 	// binlog, when set, orders the event log by the admin node's binary
 	// log (a Galera node; binlog.go).
 	binlog *binlogOrder
@@ -554,6 +557,7 @@ func (h *harness) run(ctx context.Context) (*Result, error) {
 	r := h.result()
 	if parts != nil {
 		r.NemesisFile, r.NemesisSteps = nemFile, len(parts.rec.Steps)
+		r.NetPauses = h.commits.pauses(parts.rec, parts.t0)
 		if nemErr != nil {
 			r.Errors = append(r.Errors, nemErr.Error())
 		}
