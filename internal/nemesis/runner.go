@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -137,7 +138,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			if !wait(s.At) {
 				return nil
 			}
-			r.kill(ctx, i, s, start)
+			r.kill(ctx, i, s, start, nodes)
 			// The node stays down for the whole Hold, however long the
 			// wait for a whole cluster took.
 			catchUp(s.At)
@@ -145,9 +146,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				return nil
 			}
 			r.rejoin(ctx, i, s, start, tries)
-			if late := time.Since(start) - (s.end() + shift); late > 0 {
-				shift += late
-			}
+			catchUp(s.end())
 			continue
 		}
 		at := s.At
@@ -207,9 +206,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			}
 			at += s.Gap
 		}
-		if late := time.Since(start) - (s.end() + shift); late > 0 {
-			shift += late
-		}
+		catchUp(s.end())
 	}
 	return err
 }
@@ -259,14 +256,7 @@ func (r *Runner) revive(ctx context.Context, i int, s Step, start time.Time, nod
 				if slices.Contains(alive, n) {
 					continue
 				}
-				r.mu.Lock()
-				if r.down == nil {
-					r.down = map[int]bool{}
-				}
-				found := !r.down[n]
-				r.down[n] = true
-				r.mu.Unlock()
-				if found {
+				if r.markDown(n) {
 					r.count("found-dead")
 					r.note(i, Step{Kind: Kill, Node: n}, fmt.Sprintf("node %d found dead", n), time.Since(start))
 				}
@@ -300,13 +290,13 @@ func (r *Runner) revive(ctx context.Context, i int, s Step, start time.Time, nod
 }
 
 // kill carries out a Kill step's kill: once the cluster is whole.
-func (r *Runner) kill(ctx context.Context, i int, s Step, start time.Time) {
+func (r *Runner) kill(ctx context.Context, i int, s Step, start time.Time, nodes int) {
 	if r.Procs == nil {
 		r.note(i, s, "skipped: no way to kill a node (Procs)", time.Since(start))
 		return
 	}
 	// A node that died on its own is started again first.
-	r.revive(ctx, i, s, start, max(r.Rec.Net.Nodes, r.Rec.Plan.Nodes))
+	r.revive(ctx, i, s, start, nodes)
 	ww := r.WholeWait
 	if ww <= 0 {
 		ww = 60 * time.Second
@@ -330,12 +320,7 @@ func (r *Runner) kill(ctx context.Context, i int, s Step, start time.Time) {
 		r.note(i, s, "error: kill: "+kerr.Error(), time.Since(start))
 		return
 	}
-	r.mu.Lock()
-	if r.down == nil {
-		r.down = map[int]bool{}
-	}
-	r.down[s.Node] = true
-	r.mu.Unlock()
+	r.markDown(s.Node)
 	r.count(Kill)
 	r.note(i, s, "kill", time.Since(start))
 }
@@ -378,16 +363,22 @@ func (r *Runner) downSet() map[int]bool {
 	return m
 }
 
+// markDown records node n as down; true if it was not already.
+func (r *Runner) markDown(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down == nil {
+		r.down = map[int]bool{}
+	}
+	was := r.down[n]
+	r.down[n] = true
+	return !was
+}
+
 func (r *Runner) downNodes() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var ns []int
-	for n := 1; n <= 64; n++ {
-		if r.down[n] {
-			ns = append(ns, n)
-		}
-	}
-	return ns
+	return slices.Sorted(maps.Keys(r.down))
 }
 
 func (r *Runner) count(kind string) {

@@ -235,9 +235,6 @@ func (h *harness) failoverWait() { h.fo.bg.Wait() }
 // began after the primary was lost and committed ends it) and the latency
 // of fenced writes.
 func (h *harness) noteOp(o *op) {
-	if h.cfg.Nemesis != nil {
-		h.commits.add(o)
-	}
 	if o.Res != resOK {
 		return
 	}
@@ -245,6 +242,9 @@ func (h *harness) noteOp(o *op) {
 	case opAcquire, opRenew, opRelease, opRevoke, opWrite, opTxWrite:
 	default:
 		return
+	}
+	if h.cfg.Nemesis != nil {
+		h.commits.add(o)
 	}
 	h.fo.mu.Lock()
 	defer h.fo.mu.Unlock()

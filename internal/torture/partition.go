@@ -231,8 +231,9 @@ func (pr *partitionRun) stop(h *harness) (file string, err error) {
 }
 
 // commitSpans records the operations that changed something and committed
-// (acquire, renew, release, revoke, fenced writes), to measure the pauses
-// after the nemesis's steps.
+// (acquire, renew, release, revoke, fenced writes: noteOp picks them, as it
+// does for the failover pause), to measure the pauses after the nemesis's
+// steps.
 type commitSpans struct {
 	mu    sync.Mutex
 	calls []int64
@@ -240,14 +241,6 @@ type commitSpans struct {
 }
 
 func (c *commitSpans) add(o *op) {
-	if o.Res != resOK {
-		return
-	}
-	switch o.Kind {
-	case opAcquire, opRenew, opRelease, opRevoke, opWrite, opTxWrite:
-	default:
-		return
-	}
 	c.mu.Lock()
 	c.calls = append(c.calls, o.Call)
 	c.rets = append(c.rets, o.Return)

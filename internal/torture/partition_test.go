@@ -13,9 +13,10 @@ import (
 // later does not end it, nor does one that failed.
 func TestNemesisPauses(t *testing.T) {
 	s := time.Second
-	var c commitSpans
+	h := &harness{cfg: Config{Nemesis: &NemesisConfig{}}}
+	c := &h.commits
 	add := func(call, ret time.Duration, res outcome, k opKind) {
-		c.add(&op{Call: int64(call), Return: int64(ret), Res: res, Kind: k})
+		h.noteOp(&op{Call: int64(call), Return: int64(ret), Res: res, Kind: k})
 	}
 	add(100*time.Millisecond, 150*time.Millisecond, resOK, opWrite)
 	add(1900*time.Millisecond, 2950*time.Millisecond, resOK, opWrite) // begun before the cut at 2 s (the quiet probe at 1 s: capped)
